@@ -1,0 +1,64 @@
+import path from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
+import fp from 'fastify-plugin';
+import { Kysely, PostgresDialect, type PostgresPool } from 'kysely';
+import pg from 'pg';
+import type { Database } from '../src/db/database.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+import { PGlitePool } from '../src/db/pglite-pool.js';
+
+const DATE_OID = 1082;
+const INT8_OID = 20;
+// Dates stay 'YYYY-MM-DD' strings (pg would make a local-midnight Date); counts are numbers on both backends.
+const keepDate = (value: string) => value;
+const int8 = (value: string) => Number(value);
+
+/** A Kysely instance over PostgreSQL when `databaseUrl` is set, else over PGlite persisted in `embeddedDir`. */
+export async function openDatabase(databaseUrl: string | null, embeddedDir: string): Promise<Kysely<Database>> {
+  let pool: PostgresPool;
+  if (databaseUrl) {
+    pool = new pg.Pool({
+      connectionString: databaseUrl,
+      max: 10,
+      types: {
+        getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
+          if (oid === DATE_OID) return keepDate;
+          if (oid === INT8_OID) return int8;
+          return pg.types.getTypeParser(oid, format);
+        }) as typeof pg.types.getTypeParser,
+      },
+    });
+  } else {
+    const pglite = await PGlite.create(embeddedDir, {
+      extensions: { pg_trgm },
+      parsers: { [DATE_OID]: keepDate, [INT8_OID]: int8 },
+    });
+    pool = new PGlitePool(pglite);
+  }
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    db: Kysely<Database>;
+  }
+}
+
+/** `app.db`: Kysely over PostgreSQL or embedded PGlite, migrated to the latest schema before the app serves. */
+export default fp(
+  async (app) => {
+    const { databaseUrl, dataDir } = app.config;
+    const db = await openDatabase(databaseUrl, path.join(dataDir, 'pgdata'));
+    try {
+      const applied = await migrateToLatest(db);
+      if (applied.length > 0) app.log.info({ migrations: applied }, 'database migrated');
+    } catch (error) {
+      await db.destroy();
+      throw error;
+    }
+    app.decorate('db', db);
+    app.addHook('onClose', async () => db.destroy());
+  },
+  { name: 'db', dependencies: ['config'], fastify: '5.x' },
+);

@@ -1,0 +1,36 @@
+import type { PGlite } from '@electric-sql/pglite';
+import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
+
+type Command = PostgresQueryResult<unknown>['command'];
+
+/**
+ * A pg-Pool look-alike over one PGlite instance, so Kysely's own PostgresDialect drives the
+ * embedded database too. PGlite has a single session: `connect` hands it out one caller at a time,
+ * which keeps a transaction's statements together.
+ */
+export class PGlitePool implements PostgresPool {
+  #queue: Promise<void> = Promise.resolve();
+
+  constructor(private readonly pglite: PGlite) {}
+
+  async connect(): Promise<PostgresPoolClient> {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const turn = this.#queue;
+    this.#queue = turn.then(() => released);
+    await turn;
+    const pglite = this.pglite;
+    return {
+      async query<R>(sql: string, parameters: readonly unknown[]): Promise<PostgresQueryResult<R>> {
+        const result = await pglite.query<R>(sql, parameters as unknown[]);
+        const command = (sql.trimStart().split(/\s/, 1)[0] ?? '').toUpperCase() as Command;
+        return { command, rowCount: result.affectedRows ?? result.rows.length, rows: result.rows };
+      },
+      release,
+    } as PostgresPoolClient;
+  }
+
+  async end(): Promise<void> {
+    await this.pglite.close();
+  }
+}
