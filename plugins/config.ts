@@ -26,7 +26,7 @@ export interface AppConfig {
   verifyTokenTtl: number;
   resetTokenTtl: number;
   bcryptCost: number;
-  trustProxy: boolean | number | string;
+  trustProxy: boolean | string | ((address: string, hop: number) => boolean);
   logLevel: string;
   corsOrigins: string[];
   rateLimitAnonPerMin: number;
@@ -62,11 +62,15 @@ function url(env: Env, name: string, protocols: string[]): string | null {
   return raw;
 }
 
-function trustProxy(raw: string | undefined): boolean | number | string {
+/** `true`, `false`, a hop count (trust that many proxies in front), or trusted proxy addresses/CIDRs. */
+function trustProxy(raw: string | undefined): AppConfig['trustProxy'] {
   if (raw === undefined || raw === '' || raw === 'false') return false;
   if (raw === 'true') return true;
-  if (/^\d+$/.test(raw)) return Number(raw);
-  return raw; // comma-separated addresses or CIDR ranges of trusted proxies
+  if (/^\d+$/.test(raw)) {
+    const hops = Number(raw);
+    return (_address: string, hop: number) => hop < hops;
+  }
+  return raw;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];

@@ -1,0 +1,151 @@
+/**
+ * Test harness: `build(t)` gives each test file its own app over a fresh database on the backend
+ * chosen by TEST_BACKEND: `postgres` (real PostgreSQL and Redis on this machine) or `embedded`
+ * (PGlite copied from a migrated template, in-process cache).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { cp, mkdir, mkdtemp, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { SMTPServer } from 'smtp-server';
+import { buildApp, type BuildOptions } from '../src/app.js';
+import { loadConfig, type AppConfig } from '../plugins/config.js';
+import { openDatabase } from '../plugins/db.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+
+export type Backend = 'postgres' | 'embedded';
+export const backend: Backend = process.env.TEST_BACKEND === 'embedded' ? 'embedded' : 'postgres';
+
+export const POSTGRES_ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long';
+
+/** The subset of tap's Test this harness needs. */
+export interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+const uniqueName = () => `t${Date.now().toString(36)}${randomBytes(4).toString('hex')}`;
+
+/** A new, empty PostgreSQL database for one test file, dropped at teardown. */
+async function freshPostgresDatabase(t: Teardown): Promise<string> {
+  const name = `contacts_test_${uniqueName()}`;
+  const admin = new pg.Client({ connectionString: POSTGRES_ADMIN_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  t.teardown(async () => {
+    const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL });
+    await client.connect();
+    await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await client.end();
+  });
+  const url = new URL(POSTGRES_ADMIN_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** A migrated PGlite folder, built once per migrations' content and copied for each test (far cheaper than initdb). */
+async function embeddedTemplate(): Promise<string> {
+  const migrationsDir = new URL('../src/db/migrations/', import.meta.url);
+  const hash = createHash('sha256');
+  for (const file of (await readdir(migrationsDir)).sort()) hash.update(await readFile(new URL(file, migrationsDir)));
+  const template = path.resolve('.data', 'test-templates', `pgdata-${hash.digest('hex').slice(0, 12)}`);
+  if (await stat(template).then(() => true, () => false)) return template;
+  await mkdir(path.dirname(template), { recursive: true });
+  const building = `${template}.${uniqueName()}`;
+  const db = await openDatabase(null, building);
+  await migrateToLatest(db);
+  await db.destroy();
+  // Parallel test files may race to build it; the first rename wins and the rest are discarded.
+  await rename(building, template).catch(() => rm(building, { recursive: true, force: true }));
+  return template;
+}
+
+/** Environment for one isolated app instance on the current backend. */
+export async function testEnv(t: Teardown): Promise<Record<string, string>> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'contacts-test-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const env: Record<string, string> = {
+    NODE_ENV: 'test',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    JWT_SECRET: TEST_JWT_SECRET,
+    BCRYPT_COST: '4',
+    DATA_DIR: dataDir,
+    PUBLIC_BASE_URL: 'http://contacts.test',
+  };
+  if (backend === 'postgres') {
+    env.DATABASE_URL = await freshPostgresDatabase(t);
+    env.REDIS_URL = REDIS_URL;
+    env.REDIS_KEY_PREFIX = `test:${uniqueName()}:`;
+  } else {
+    await cp(await embeddedTemplate(), path.join(dataDir, 'pgdata'), { recursive: true });
+  }
+  return env;
+}
+
+export interface BuildTestOptions extends Omit<BuildOptions, 'config'> {
+  /** Extra or overriding environment variables. */
+  env?: Record<string, string>;
+}
+
+/** The real app on a fresh database; closed at teardown. Use `app.inject` or `app.listen`. */
+export async function build(t: Teardown, options: BuildTestOptions = {}): Promise<FastifyInstance> {
+  const env = { ...(await testEnv(t)), ...options.env };
+  const config: AppConfig = await loadConfig(env);
+  const app = await buildApp({ ...options, config });
+  t.teardown(() => app.close());
+  await app.ready();
+  return app;
+}
+
+export interface CapturedMail {
+  from: string;
+  to: string[];
+  raw: string;
+  /** The first http(s) link in the message. */
+  link: string | null;
+}
+
+/** A real SMTP listener on a free port; `SMTP_URL` points the app at it. */
+export async function smtpCapture(t: Teardown): Promise<{ url: string; messages: CapturedMail[]; next(): Promise<CapturedMail> }> {
+  const messages: CapturedMail[] = [];
+  const waiting: ((mail: CapturedMail) => void)[] = [];
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('end', () => {
+        const raw = Buffer.concat(chunks).toString('utf8');
+        // Quoted-printable soft line breaks would split a long link.
+        const unfolded = raw.replace(/=\r?\n/g, '').replace(/=3D/g, '=');
+        const mail: CapturedMail = {
+          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          to: session.envelope.rcptTo.map((r) => r.address),
+          raw,
+          link: /https?:\/\/[^\s"<>]+/.exec(unfolded)?.[0] ?? null,
+        };
+        const waiter = waiting.shift();
+        if (waiter) waiter(mail);
+        else messages.push(mail);
+        callback();
+      });
+    },
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const { port } = server.server.address() as { port: number };
+  return {
+    url: `smtp://127.0.0.1:${port}`,
+    messages,
+    next: () => {
+      const queued = messages.shift();
+      return queued ? Promise.resolve(queued) : new Promise((resolve) => waiting.push(resolve));
+    },
+  };
+}
