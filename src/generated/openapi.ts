@@ -1395,6 +1395,8 @@ export interface operations {
                 headers: {
                     /** @description Always `no-referrer`. */
                     "Referrer-Policy": "no-referrer";
+                    /** @description Lets the page run only its own inline script and style and call this service. */
+                    "Content-Security-Policy": string;
                     [name: string]: unknown;
                 };
                 content: {

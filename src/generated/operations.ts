@@ -2515,7 +2515,7 @@ export interface SuccessHeaders {
   replaceContact: { 200: {  } };
   updateContact: { 200: {  } };
   deleteContact: { 200: {  } };
-  getResetPasswordPage: { 200: { "Referrer-Policy": string } };
+  getResetPasswordPage: { 200: { "Referrer-Policy": string; "Content-Security-Policy": string } };
   getHealth: { 200: {  } };
   getReadiness: { 200: {  } };
   getOpenApiJson: { 200: {  } };
