@@ -1,0 +1,187 @@
+/**
+ * `npm run seed -- --users U --contacts-per-user C [--seed N] [--password P] [--force]`
+ * Fills the configured database (DATABASE_URL, or the embedded one) with deterministic fake data:
+ * COPY on PostgreSQL, batched inserts on the embedded database.
+ */
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { parseArgs } from 'node:util';
+import bcrypt from 'bcryptjs';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import { loadConfig } from '../plugins/config.js';
+import { openDatabase } from '../plugins/db.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+
+const USAGE = `Usage: npm run seed -- --users U --contacts-per-user C [options]
+  --seed N        random seed (default 42): the same seed gives the same data
+  --password P    give every user password P and mark them verified, so a benchmark can log in
+                  (off by default: seeded users then have no usable password)
+  --force         wipe existing users and contacts first (refused without it when users exist)`;
+
+const { values } = parseArgs({
+  options: {
+    users: { type: 'string' },
+    'contacts-per-user': { type: 'string' },
+    seed: { type: 'string', default: '42' },
+    password: { type: 'string' },
+    force: { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
+  },
+});
+const wholeNumber = (raw: string | undefined) => (raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : NaN);
+const users = wholeNumber(values.users);
+const perUser = wholeNumber(values['contacts-per-user']);
+const seed = wholeNumber(values.seed);
+if (values.help || !(users >= 1) || !(perUser >= 0) || Number.isNaN(seed)) {
+  console.error(USAGE);
+  process.exit(values.help ? 0 : 2);
+}
+
+/** mulberry32: a tiny seeded PRNG, so runs with the same seed produce identical rows. */
+function random(seedValue: number): () => number {
+  let state = seedValue >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let x = Math.imul(state ^ (state >>> 15), state | 1);
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const FIRST = ['James', 'Mary', 'John', 'Patricia', 'Robert', 'Jennifer', 'Michael', 'Linda', 'William', 'Elizabeth', 'David', 'Barbara', 'Richard', 'Susan', 'Joseph', 'Jessica', 'Thomas', 'Sarah', 'Charles', 'Karen', 'Zoë', 'José', 'Łukasz', 'Aiko', 'Olusegun'];
+const LAST = ['Smith', 'Johnson', 'Williams', 'Brown', 'Jones', 'Garcia', 'Miller', 'Davis', 'Rodriguez', 'Martinez', 'Hernandez', 'Lopez', 'Gonzalez', 'Wilson', 'Anderson', 'Thomas', 'Taylor', 'Moore', 'Jackson', "O'Brien", 'Müller', 'Nakamura', 'Okafor'];
+const DAY_MS = 86_400_000;
+const today = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate());
+
+/** Birthdays spread uniformly over the last 90 years (leap days included), none today or later. */
+function birthday(rand: () => number): string {
+  const daysAgo = 1 + Math.floor(rand() * 90 * 365.25);
+  return new Date(today - daysAgo * DAY_MS).toISOString().slice(0, 10);
+}
+
+interface ContactRow {
+  owner_id: number;
+  first_name: string;
+  last_name: string;
+  email: string;
+  phone: string;
+  birthday: string;
+}
+
+function* contactsOf(ownerId: number, rand: () => number): Generator<ContactRow> {
+  for (let i = 0; i < perUser; i++) {
+    const first = FIRST[Math.floor(rand() * FIRST.length)]!;
+    const last = LAST[Math.floor(rand() * LAST.length)]!;
+    yield {
+      owner_id: ownerId,
+      first_name: first,
+      last_name: last,
+      email: `${first}.${last}.${i}@example.com`.toLowerCase().replace(/[^a-z0-9.@]/g, ''),
+      phone: `+1${String(2_000_000_000 + Math.floor(rand() * 7_999_999_999))}`,
+      birthday: birthday(rand),
+    };
+  }
+}
+
+/** A progress bar on a terminal, plain lines every 10% elsewhere. */
+function progress(total: number): (done: number) => void {
+  const started = Date.now();
+  let lastDecile = -1;
+  return (done) => {
+    const fraction = total === 0 ? 1 : done / total;
+    const seconds = ((Date.now() - started) / 1000).toFixed(1);
+    if (process.stdout.isTTY) {
+      const width = 30;
+      const bar = '#'.repeat(Math.round(fraction * width)).padEnd(width, '.');
+      process.stdout.write(`\r[${bar}] ${(fraction * 100).toFixed(0).padStart(3)}% ${done}/${total} contacts ${seconds}s`);
+      if (done === total) process.stdout.write('\n');
+    } else if (Math.floor(fraction * 10) > lastDecile) {
+      lastDecile = Math.floor(fraction * 10);
+      console.log(`${(fraction * 100).toFixed(0)}% ${done}/${total} contacts ${seconds}s`);
+    }
+  };
+}
+
+const config = await loadConfig();
+const db = await openDatabase(config.databaseUrl, path.join(config.dataDir, 'pgdata'));
+const started = Date.now();
+try {
+  await migrateToLatest(db);
+  const { count } = await db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow();
+  if (count > 0) {
+    if (!values.force) {
+      console.error(`The database already holds ${count} users; pass --force to wipe them (and their contacts) first.`);
+      process.exit(1);
+    }
+    await sql`truncate users restart identity cascade`.execute(db);
+  }
+
+  const rand = random(seed);
+  // One hash for everyone: hashing each user's password at cost 12 would dominate the run.
+  const passwordHash = values.password ? await bcrypt.hash(values.password, config.bcryptCost) : '!seeded-without-password';
+  const userRows = Array.from({ length: users }, (_, i) => ({
+    username: `user${String(i + 1).padStart(7, '0')}`,
+    email: `user${i + 1}@example.com`,
+    password_hash: passwordHash,
+    is_verified: values.password !== undefined,
+  }));
+  const ownerIds: number[] = [];
+  for (let i = 0; i < userRows.length; i += 1000) {
+    const inserted = await db.insertInto('users').values(userRows.slice(i, i + 1000)).returning('id').execute();
+    ownerIds.push(...inserted.map((row) => row.id));
+  }
+
+  const total = users * perUser;
+  const report = progress(total);
+  let done = 0;
+  function* allContacts(): Generator<ContactRow> {
+    for (const ownerId of ownerIds) {
+      for (const row of contactsOf(ownerId, rand)) {
+        yield row;
+        if (++done % 10_000 === 0) report(done);
+      }
+    }
+  }
+
+  if (config.databaseUrl) {
+    const client = new pg.Client({ connectionString: config.databaseUrl });
+    await client.connect();
+    try {
+      const copy = client.query(copyFrom('COPY contacts (owner_id, first_name, last_name, email, phone, birthday) FROM STDIN'));
+      const lines = Readable.from(
+        (function* () {
+          let chunk = '';
+          for (const c of allContacts()) {
+            chunk += `${c.owner_id}\t${c.first_name}\t${c.last_name}\t${c.email}\t${c.phone}\t${c.birthday}\n`;
+            if (chunk.length > 64_000) {
+              yield chunk;
+              chunk = '';
+            }
+          }
+          if (chunk) yield chunk;
+        })(),
+      );
+      await pipeline(lines, copy);
+      await client.query('ANALYZE contacts');
+    } finally {
+      await client.end();
+    }
+  } else {
+    let batch: ContactRow[] = [];
+    for (const row of allContacts()) {
+      batch.push(row);
+      if (batch.length === 2000) {
+        await db.insertInto('contacts').values(batch).execute();
+        batch = [];
+      }
+    }
+    if (batch.length > 0) await db.insertInto('contacts').values(batch).execute();
+  }
+  report(total);
+  console.log(`Seeded ${users} users and ${total} contacts in ${((Date.now() - started) / 1000).toFixed(1)} s (seed ${seed}).`);
+} finally {
+  await db.destroy();
+}
