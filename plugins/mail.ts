@@ -1,0 +1,69 @@
+import { randomUUID } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import fp from 'fastify-plugin';
+import nodemailer, { type Transporter } from 'nodemailer';
+
+export interface MailMessage {
+  to: string;
+  subject: string;
+  text: string;
+  html?: string;
+}
+
+export interface Mailer {
+  /** Sends one message; rejects when the transport fails. */
+  send(message: MailMessage): Promise<void>;
+}
+
+export interface MailOptions {
+  /** A nodemailer transport to use instead of SMTP_URL or the outbox (tests). */
+  transport?: Transporter;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    mail: Mailer;
+  }
+}
+
+/** Mail over SMTP when SMTP_URL is set; otherwise each message becomes an .eml file in the outbox folder. */
+export default fp<MailOptions>(
+  async (app, options) => {
+    const { smtpUrl, outboxDir, mailFrom } = app.config;
+    const outbox = !options.transport && !smtpUrl;
+    const transport: Transporter =
+      options.transport ??
+      (smtpUrl ? nodemailer.createTransport(smtpUrl) : nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' }));
+    if (outbox) app.log.info({ outboxDir }, 'SMTP_URL is unset: mail is written to the outbox folder');
+
+    // Messages still on their way when the app closes are finished before the transport closes.
+    const inFlight = new Set<Promise<void>>();
+
+    async function deliver(message: MailMessage): Promise<void> {
+      const info = await transport.sendMail({ from: mailFrom, ...message });
+      if (!outbox) return;
+      const file = path.join(outboxDir, `${new Date().toISOString().replace(/[:.]/g, '-')}-${randomUUID()}.eml`);
+      await mkdir(outboxDir, { recursive: true });
+      await writeFile(file, (info as { message: Buffer }).message);
+      // Without a mail server the log is the other place a developer finds the link.
+      const link = /https?:\/\/\S+/.exec(message.text)?.[0];
+      app.log.info({ to: message.to, subject: message.subject, file, link }, 'mail written to the outbox');
+    }
+
+    app.decorate('mail', {
+      send(message) {
+        const sending = deliver(message);
+        inFlight.add(sending);
+        void sending.finally(() => inFlight.delete(sending)).catch(() => {});
+        return sending;
+      },
+    } satisfies Mailer);
+
+    app.addHook('onClose', async () => {
+      await Promise.allSettled(inFlight);
+      transport.close();
+    });
+  },
+  { name: 'mail', dependencies: ['config'], fastify: '5.x' },
+);

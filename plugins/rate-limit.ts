@@ -1,0 +1,73 @@
+import fastifyRateLimit from '@fastify/rate-limit';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { TooManyRequests } from '../src/errors.js';
+import { bearerToken } from './auth.js';
+
+interface Bucket {
+  key: string;
+  max: number;
+}
+
+const WINDOW_MS = 60_000;
+
+/** Only the API is limited; docs, openapi.*, health probes and pages are not. */
+function isApi(request: FastifyRequest): boolean {
+  return request.url === '/api' || request.url.startsWith('/api/') || request.url.startsWith('/api?');
+}
+
+/**
+ * Request limits per minute: without a valid access token, one bucket per client address shared
+ * by every /api route; with one, only operations marked `x-rate-limit: per-user` are limited, per
+ * user. Counters live in Redis when there is one, so every instance shares them.
+ */
+export default fp(
+  async (app) => {
+    const { rateLimitAnonPerMin, rateLimitMePerMin, redisKeyPrefix } = app.config;
+    const buckets = new WeakMap<FastifyRequest, Bucket>();
+
+    // The library supplies the counting (Redis script or in-process LRU); which bucket a request
+    // falls in, and the answer when it is full, are decided here, before authentication runs.
+    await app.register(fastifyRateLimit, {
+      global: false,
+      timeWindow: WINDOW_MS,
+      keyGenerator: (request) => buckets.get(request)!.key,
+      max: (request) => buckets.get(request)!.max,
+      ...(app.redisClient ? { redis: app.redisClient, nameSpace: `${redisKeyPrefix}rate-limit:` } : {}),
+    });
+    const count = app.createRateLimit();
+
+    /** The bucket this request counts against, or null when it is not limited. */
+    function bucketOf(request: FastifyRequest): Bucket | null {
+      if (!isApi(request)) return null;
+      const token = bearerToken(request);
+      // Signature, type and expiry decide; the database check stays with authentication.
+      const claims = token ? app.tokens.verify(token, 'access') : null;
+      if (!claims) return { key: `anon:${request.ip}`, max: rateLimitAnonPerMin };
+      const { operationId, rateLimitScope } = request.routeOptions.config;
+      if (rateLimitScope === 'per-user') return { key: `user:${claims.sub}:${operationId}`, max: rateLimitMePerMin };
+      return null;
+    }
+
+    app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+      const bucket = bucketOf(request);
+      if (!bucket) return;
+      buckets.set(request, bucket);
+      let state;
+      try {
+        state = await count(request);
+      } catch (err) {
+        // A store outage (Redis down) must not fail requests: let them through unlimited.
+        request.log.warn({ err }, 'rate-limit store unavailable; request not counted');
+        return;
+      }
+      if (state.isAllowed) return;
+      const resetSeconds = Math.max(1, state.ttlInSeconds);
+      reply.header('X-RateLimit-Limit', state.max);
+      reply.header('X-RateLimit-Remaining', state.remaining);
+      reply.header('X-RateLimit-Reset', resetSeconds);
+      if (state.isExceeded) throw new TooManyRequests(resetSeconds);
+    });
+  },
+  { name: 'rate-limit', dependencies: ['config', 'redis', 'auth'], fastify: '5.x' },
+);

@@ -1,0 +1,192 @@
+import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { issuedAtMs } from '../../plugins/auth.js';
+import type { MailMessage } from '../../plugins/mail.js';
+import { BadRequest, Conflict, Forbidden, Unauthorized, ValidationFailed } from '../errors.js';
+import type { components } from '../generated/openapi.js';
+import {
+  completePasswordReset,
+  findTaken,
+  findUserByEmail,
+  findUserById,
+  findUserByLogin,
+  insertUser,
+  markVerified,
+  replacePasswordHash,
+  setRefreshTokenHash,
+  setResetTokenHash,
+} from '../users/users.repository.js';
+import { toUser, type User } from '../users/users.service.js';
+import { burnCompare, hashPassword, MAX_PASSWORD_BYTES, passwordFits, verifyPassword } from './passwords.js';
+
+type TokenPair = components['schemas']['TokenPair'];
+type Message = components['schemas']['Message'];
+
+const USERNAME_TAKEN = 'Username already taken';
+const EMAIL_TAKEN = 'Email already registered';
+const BAD_LOGIN = 'Incorrect username or password';
+const BAD_REFRESH = 'Invalid refresh token';
+const BAD_VERIFY = 'Invalid or expired verification token';
+const BAD_RESET = 'Invalid or expired reset token';
+
+/** Tokens are stored only as SHA-256 digests, so a database leak hands out no usable token. */
+function digest(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+function checkPasswordBytes(password: string): void {
+  if (!passwordFits(password)) throw new ValidationFailed(`body/password must be at most ${MAX_PASSWORD_BYTES} bytes in UTF-8`);
+}
+
+/** Which field a unique-index violation is about, or null for any other error. */
+function uniqueViolation(error: unknown): 'username' | 'email' | null {
+  const { code, constraint, message } = (error ?? {}) as { code?: string; constraint?: string; message?: string };
+  if (code !== '23505') return null;
+  const about = `${constraint ?? ''} ${message ?? ''}`;
+  if (about.includes('username')) return 'username';
+  return about.includes('email') ? 'email' : null;
+}
+
+/** Sends a mail; a failure is logged, never passed on (the user can ask for another link). */
+async function sendQuietly(app: FastifyInstance, log: FastifyBaseLogger, message: MailMessage): Promise<void> {
+  try {
+    await app.mail.send(message);
+  } catch (err) {
+    log.warn({ err, subject: message.subject }, 'mail could not be sent');
+  }
+}
+
+function verificationMail(app: FastifyInstance, to: string, userId: number): MailMessage {
+  const token = app.tokens.sign(userId, 'verify', app.config.verifyTokenTtl);
+  const link = `${app.config.publicBaseUrl}/api/auth/verify-email?token=${encodeURIComponent(token)}`;
+  const days = Math.round(app.config.verifyTokenTtl / 86_400);
+  return {
+    to,
+    subject: 'Verify your e-mail address',
+    text: `Welcome! Open this link to verify your e-mail address:\n\n${link}\n\nThe link is valid for ${days} days. If you did not register, ignore this mail.\n`,
+  };
+}
+
+function resetMail(app: FastifyInstance, to: string, token: string): MailMessage {
+  const link = `${app.config.publicBaseUrl}/reset-password?token=${encodeURIComponent(token)}`;
+  const minutes = Math.round(app.config.resetTokenTtl / 60);
+  return {
+    to,
+    subject: 'Reset your password',
+    text: `Open this link to choose a new password:\n\n${link}\n\nThe link works once, for ${minutes} minutes. If you did not ask for it, ignore this mail.\n`,
+  };
+}
+
+/** Creates an unverified user and mails the verification link. */
+export async function register(
+  app: FastifyInstance,
+  log: FastifyBaseLogger,
+  input: { username: string; email: string; password: string },
+): Promise<User> {
+  checkPasswordBytes(input.password);
+  const taken = await findTaken(app.db, input.username, input.email);
+  if (taken.username) throw new Conflict(USERNAME_TAKEN);
+  if (taken.email) throw new Conflict(EMAIL_TAKEN);
+  const passwordHash = await hashPassword(input.password, app.config.bcryptCost);
+  let row;
+  try {
+    row = await insertUser(app.db, { username: input.username, email: input.email, password_hash: passwordHash });
+  } catch (error) {
+    // A concurrent registration won the race between the check above and the insert.
+    const field = uniqueViolation(error);
+    if (field === 'username') throw new Conflict(USERNAME_TAKEN);
+    if (field === 'email') throw new Conflict(EMAIL_TAKEN);
+    throw error;
+  }
+  await sendQuietly(app, log, verificationMail(app, row.email, row.id));
+  return toUser(row);
+}
+
+/** Marks the e-mail of the token's user verified. */
+export async function verifyEmail(app: FastifyInstance, token: string): Promise<Message> {
+  const claims = app.tokens.verify(token, 'verify');
+  const user = claims ? await findUserById(app.db, Number(claims.sub)) : undefined;
+  if (!user) throw new BadRequest(BAD_VERIFY);
+  if (user.is_verified || !(await markVerified(app.db, user.id))) return { message: 'Email already verified' };
+  return { message: 'Email verified' };
+}
+
+/**
+ * Mails a new verification link when an unverified account has this address. The mail goes out
+ * after the answer, so neither the body nor the timing tells whether the account exists.
+ */
+export async function requestVerification(app: FastifyInstance, log: FastifyBaseLogger, email: string): Promise<Message> {
+  const user = await findUserByEmail(app.db, email);
+  if (user && !user.is_verified) void sendQuietly(app, log, verificationMail(app, user.email, user.id));
+  return { message: 'If an unverified account uses this address, a verification e-mail has been sent' };
+}
+
+/** Checks the password (username or e-mail, ignoring case) and issues a token pair; the refresh token replaces any stored before. */
+export async function login(app: FastifyInstance, log: FastifyBaseLogger, username: string, password: string): Promise<TokenPair> {
+  const cost = app.config.bcryptCost;
+  const user = await findUserByLogin(app.db, username);
+  if (!user) {
+    await burnCompare(password, cost);
+    throw new Unauthorized(BAD_LOGIN);
+  }
+  const check = await verifyPassword(password, user.password_hash, cost);
+  if (!check.ok) throw new Unauthorized(BAD_LOGIN);
+  if (!user.is_verified) throw new Forbidden('Email not verified');
+  if (check.needsRehash) {
+    try {
+      await replacePasswordHash(app.db, user.id, user.password_hash, await hashPassword(password, cost));
+    } catch (err) {
+      log.warn({ err, userId: user.id }, 'password rehash failed; the old hash stays valid');
+    }
+  }
+  const accessToken = app.tokens.sign(user.id, 'access', app.config.accessTokenTtl);
+  const refreshToken = app.tokens.sign(user.id, 'refresh', app.config.refreshTokenTtl);
+  await setRefreshTokenHash(app.db, user.id, digest(refreshToken));
+  return { access_token: accessToken, refresh_token: refreshToken, token_type: 'bearer' };
+}
+
+/** A new access token for the stored refresh token, which is returned unchanged. */
+export async function refresh(app: FastifyInstance, refreshToken: string): Promise<TokenPair> {
+  const claims = app.tokens.verify(refreshToken, 'refresh');
+  const user = claims ? await findUserById(app.db, Number(claims.sub)) : undefined;
+  if (!claims || !user || user.refresh_token_hash !== digest(refreshToken)) throw new Unauthorized(BAD_REFRESH);
+  if (user.tokens_valid_after && issuedAtMs(claims) <= user.tokens_valid_after.getTime()) throw new Unauthorized(BAD_REFRESH);
+  return { access_token: app.tokens.sign(user.id, 'access', app.config.accessTokenTtl), refresh_token: refreshToken, token_type: 'bearer' };
+}
+
+/** Revokes the stored refresh token; access tokens live out their lifetime. */
+export async function logout(app: FastifyInstance, userId: number): Promise<void> {
+  await setRefreshTokenHash(app.db, userId, null);
+}
+
+/**
+ * Mails a reset link when an account has this address; only the newest link works. Sent after
+ * the answer, like the verification mail, so nothing reveals whether the account exists.
+ */
+export async function forgotPassword(app: FastifyInstance, log: FastifyBaseLogger, email: string): Promise<Message> {
+  const user = await findUserByEmail(app.db, email);
+  if (user) {
+    const token = app.tokens.sign(user.id, 'reset', app.config.resetTokenTtl);
+    await setResetTokenHash(app.db, user.id, digest(token));
+    void sendQuietly(app, log, resetMail(app, user.email, token));
+  }
+  return { message: 'If an account uses this address, a password-reset e-mail has been sent' };
+}
+
+/** Sets a new password with the latest reset token, once; ends every earlier token of the user. */
+export async function resetPassword(app: FastifyInstance, token: string, password: string): Promise<Message> {
+  checkPasswordBytes(password);
+  const claims = app.tokens.verify(token, 'reset');
+  const user = claims ? await findUserById(app.db, Number(claims.sub)) : undefined;
+  const tokenHash = digest(token);
+  if (!user || user.reset_token_hash !== tokenHash) throw new BadRequest(BAD_RESET);
+  const passwordHash = await hashPassword(password, app.config.bcryptCost);
+  // Token issue times come from the wall clock (the jti), so the cut-off must too.
+  const cutOff = new Date();
+  if (!(await completePasswordReset(app.db, user.id, tokenHash, passwordHash, cutOff))) throw new BadRequest(BAD_RESET);
+  // Tokens count as issued after the reset only from the next millisecond; answer no sooner, so a
+  // login that follows the answer always gets tokens that work.
+  while (Date.now() <= cutOff.getTime()) await sleep(1);
+  return { message: 'Password has been reset' };
+}

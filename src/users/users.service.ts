@@ -1,0 +1,26 @@
+import type { Kysely } from 'kysely';
+import { Unauthorized } from '../errors.js';
+import type { Database } from '../db/database.js';
+import type { components } from '../generated/openapi.js';
+import { findUserById, type UserRow } from './users.repository.js';
+
+export type User = components['schemas']['User'];
+
+/** The API shape of a user: never the password hash or token hashes. */
+export function toUser(row: UserRow): User {
+  return {
+    id: row.id,
+    username: row.username,
+    email: row.email,
+    created_at: row.created_at.toISOString(),
+    avatar: row.avatar,
+    is_verified: row.is_verified,
+  };
+}
+
+/** The authenticated user; 401 if the account vanished since the token was checked. */
+export async function getCurrentUser(db: Kysely<Database>, userId: number): Promise<User> {
+  const row = await findUserById(db, userId);
+  if (!row) throw new Unauthorized();
+  return toUser(row);
+}
