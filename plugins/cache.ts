@@ -1,0 +1,80 @@
+import type { FastifyBaseLogger } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Redis } from 'ioredis';
+import { LRUCache } from 'lru-cache';
+
+/**
+ * A small read cache with per-scope generations: a reader puts `generation(scope)` into its key, and
+ * `bump(scope)` makes every key built with an older generation unreachable at once (no key scans).
+ * Never throws: a failing backend reads as a miss and a failed write is dropped, with a warning.
+ */
+export interface Cache {
+  get<T>(key: string): Promise<T | undefined>;
+  set(key: string, value: unknown, ttlMs: number): Promise<void>;
+  /** The current generation of `scope` (0 until the first bump); null when unknown, so the caller must not use the cache. */
+  generation(scope: string): Promise<number | null>;
+  /** Moves `scope` to a new generation. */
+  bump(scope: string): Promise<void>;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    cache: Cache;
+  }
+}
+
+/** Entries kept by the in-process cache; the oldest go first. */
+const MAX_ENTRIES = 10_000;
+
+/** Cache over Redis: values as JSON under `prefix`, generations as INCR counters. */
+export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger): Cache {
+  const failed = (operation: string) => (error: unknown) => {
+    log.warn({ err: error, operation }, 'redis cache unavailable; using the database');
+    return undefined;
+  };
+  return {
+    async get<T>(key: string) {
+      const raw = await client.get(`${prefix}v:${key}`).catch(failed('get'));
+      return raw == null ? undefined : (JSON.parse(raw) as T);
+    },
+    async set(key, value, ttlMs) {
+      await client.set(`${prefix}v:${key}`, JSON.stringify(value), 'PX', Math.max(1, Math.floor(ttlMs))).catch(failed('set'));
+    },
+    async generation(scope) {
+      const raw = await client.get(`${prefix}g:${scope}`).catch(failed('generation'));
+      return raw === undefined ? null : Number(raw ?? 0);
+    },
+    async bump(scope) {
+      await client.incr(`${prefix}g:${scope}`).catch(failed('bump'));
+    },
+  };
+}
+
+/** Cache in this process: an LRU of values with per-entry TTLs; generations in a map that is never evicted. */
+export function memoryCache(): Cache {
+  const values = new LRUCache<string, { value: unknown }>({ max: MAX_ENTRIES });
+  const generations = new Map<string, number>();
+  return {
+    async get<T>(key: string) {
+      return values.get(key)?.value as T | undefined;
+    },
+    async set(key, value, ttlMs) {
+      values.set(key, { value }, { ttl: Math.max(1, Math.floor(ttlMs)) });
+    },
+    async generation(scope) {
+      return generations.get(scope) ?? 0;
+    },
+    async bump(scope) {
+      generations.set(scope, (generations.get(scope) ?? 0) + 1);
+    },
+  };
+}
+
+/** `app.cache`: Redis under `${redisKeyPrefix}cache:` when a Redis client exists, else an in-process LRU. */
+export default fp(
+  async (app) => {
+    const cache = app.redisClient ? redisCache(app.redisClient, `${app.config.redisKeyPrefix}cache:`, app.log) : memoryCache();
+    app.decorate('cache', cache);
+  },
+  { name: 'cache', dependencies: ['config', 'redis'], fastify: '5.x' },
+);

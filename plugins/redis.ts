@@ -1,0 +1,65 @@
+import fp from 'fastify-plugin';
+import { Redis } from 'ioredis';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The shared Redis connection; null when REDIS_URL is unset. */
+    redisClient: Redis | null;
+  }
+}
+
+/** How long start-up waits for a first connection before serving without Redis. */
+const CONNECT_WAIT_MS = 2_000;
+/** A command that takes longer than this fails, so a slow Redis costs a request little. */
+const COMMAND_TIMEOUT_MS = 250;
+
+/**
+ * `app.redisClient`: one ioredis connection that fails fast while Redis is down (no offline queue,
+ * short command timeout) and keeps reconnecting in the background. The app starts even when Redis
+ * is unreachable; callers treat every command as fallible.
+ */
+export default fp(
+  async (app) => {
+    const url = app.config.redisUrl;
+    if (!url) {
+      app.decorate('redisClient', null);
+      return;
+    }
+    const client = new Redis(url, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      connectTimeout: CONNECT_WAIT_MS,
+      maxRetriesPerRequest: 0,
+      // Reconnect forever, backing off to one attempt a second.
+      retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
+    });
+    // Without a listener ioredis reports every failed reconnect as an unhandled error; one warning per outage is enough.
+    let down = false;
+    client.on('error', (error: Error) => {
+      if (down) return;
+      down = true;
+      app.log.warn({ err: error }, 'redis unavailable; serving without it');
+    });
+    client.on('ready', () => {
+      if (down) app.log.info('redis reachable again');
+      down = false;
+    });
+
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, CONNECT_WAIT_MS);
+    });
+    await Promise.race([client.connect().catch(() => undefined), gaveUp]);
+    clearTimeout(timer);
+    if (client.status !== 'ready') app.log.warn({ status: client.status }, 'redis not reachable at start-up; serving without it');
+
+    app.decorate('redisClient', client);
+    app.addHook('onClose', async () => {
+      // quit() waits for pending replies; when the server is gone there are none worth waiting for.
+      if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+      else client.disconnect();
+    });
+  },
+  { name: 'redis', dependencies: ['config'], fastify: '5.x' },
+);
