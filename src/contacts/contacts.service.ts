@@ -1,0 +1,212 @@
+import { createHash } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { BadRequest, Conflict, NotFound, ValidationFailed } from '../errors.js';
+import type { components } from '../generated/openapi.js';
+import { birthdayWindow } from './birthdays.js';
+import * as repository from './contacts.repository.js';
+import type { ContactFields, ContactRow, PageOf, PageRequest } from './contacts.repository.js';
+import { FilterError, parseFilter, stripPhoneSeparators } from './filter.js';
+
+export type Contact = components['schemas']['Contact'];
+type ContactCreate = components['schemas']['ContactCreate'];
+type ContactPatch = components['schemas']['ContactPatch'];
+
+/** What the contacts service needs from the app. */
+export type ContactsDeps = Pick<FastifyInstance, 'db' | 'cache' | 'now'>;
+
+export interface Cached<T> {
+  value: T;
+  hit: boolean;
+}
+
+const SECOND = 1000;
+const TTL = { contact: 10 * SECOND, list: 10 * SECOND, upcoming: 3600 * SECOND };
+const DAY_MS = 86_400_000;
+const ADDITIONAL_DATA_MAX_BYTES = 16 * 1024;
+const E164 = /^\+[1-9][0-9]{6,14}$/;
+const EARLIEST_BIRTHDAY = '1900-01-01';
+const NOT_FOUND = 'Contact not found';
+const DUPLICATE_EMAIL = 'Contact with this email already exists';
+const WRITABLE = ['first_name', 'last_name', 'email', 'phone', 'birthday', 'additional_data'] as const;
+
+/** The API shape of a row (millisecond UTC timestamps). */
+function toContact(row: ContactRow): Contact {
+  return {
+    id: row.id,
+    first_name: row.first_name,
+    last_name: row.last_name,
+    email: row.email,
+    phone: row.phone,
+    birthday: row.birthday,
+    additional_data: row.additional_data,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+/**
+ * The field rules openapi.yaml states in words but a schema cannot check: the phone is E.164 once
+ * separators are gone, the birthday is from 1900-01-01 to yesterday (UTC), and `additional_data` is
+ * at most 16 KiB as JSON. Applies to the fields present; returns them with the phone normalised.
+ */
+export function applyContactRules<T extends Partial<ContactFields>>(fields: T, now: Date): T {
+  const checked = { ...fields };
+  if (fields.phone !== undefined) {
+    const phone = stripPhoneSeparators(fields.phone);
+    if (!E164.test(phone)) throw new ValidationFailed('body/phone must be an international number in E.164 form, like +14155550123');
+    checked.phone = phone;
+  }
+  if (fields.birthday !== undefined) {
+    if (fields.birthday < EARLIEST_BIRTHDAY) throw new ValidationFailed(`body/birthday must not be before ${EARLIEST_BIRTHDAY}`);
+    if (fields.birthday >= utcDate(now)) throw new ValidationFailed('body/birthday must be before today');
+  }
+  if (fields.additional_data != null && Buffer.byteLength(JSON.stringify(fields.additional_data)) > ADDITIONAL_DATA_MAX_BYTES) {
+    throw new ValidationFailed('body/additional_data must be at most 16 KiB as JSON');
+  }
+  return checked;
+}
+
+/** The writable fields of a request body; read-only ones (`id`, `created_at`, `updated_at`) are dropped. */
+function writableFields(body: ContactPatch): Partial<ContactFields> {
+  const fields: Partial<ContactFields> = {};
+  for (const key of WRITABLE) {
+    if (body[key] !== undefined) Object.assign(fields, { [key]: body[key] });
+  }
+  return fields;
+}
+
+function utcDate(moment: Date): string {
+  return moment.toISOString().slice(0, 10);
+}
+
+/** Runs a write, turning the e-mail uniqueness index's refusal (a plain duplicate or a lost race) into a 409. */
+async function writing<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    if (repository.isDuplicateEmail(error)) throw new Conflict(DUPLICATE_EMAIL);
+    throw error;
+  }
+}
+
+const scopeOf = (ownerId: number) => `contacts:${ownerId}`;
+
+/**
+ * A read through the cache under the owner's current generation, so any write by the owner (which
+ * bumps it) makes every earlier entry unreachable. An unknown generation bypasses the cache.
+ */
+async function cachedRead<T>(deps: ContactsDeps, ownerId: number, key: string, ttlMs: number, load: () => Promise<T>): Promise<Cached<T>> {
+  const generation = await deps.cache.generation(scopeOf(ownerId));
+  if (generation === null) return { value: await load(), hit: false };
+  const fullKey = `${scopeOf(ownerId)}:${generation}:${key}`;
+  const stored = await deps.cache.get<T>(fullKey);
+  if (stored !== undefined) return { value: stored, hit: true };
+  const value = await load();
+  await deps.cache.set(fullKey, value, ttlMs);
+  return { value, hit: false };
+}
+
+/** After a committed write: the owner's cached reads all miss from now on. */
+async function invalidate(deps: ContactsDeps, ownerId: number): Promise<void> {
+  await deps.cache.bump(scopeOf(ownerId));
+}
+
+export interface ContactPage {
+  total: number;
+  contacts: Contact[];
+}
+
+function toPage(page: PageOf<ContactRow>): ContactPage {
+  return { total: page.total, contacts: page.rows.map(toContact) };
+}
+
+/** Creates a contact for `ownerId`. */
+export async function createContact(deps: ContactsDeps, ownerId: number, body: ContactCreate): Promise<Contact> {
+  const now = deps.now();
+  const fields = applyContactRules(writableFields(body) as ContactFields, now);
+  const row = await writing(() => repository.insertContact(deps.db, ownerId, fields, now));
+  await invalidate(deps, ownerId);
+  return toContact(row);
+}
+
+/** One of the owner's contacts; 404 when it is missing or someone else's. */
+export async function getContact(deps: ContactsDeps, ownerId: number, id: number): Promise<Cached<Contact>> {
+  return cachedRead(deps, ownerId, `contact:${id}`, TTL.contact, async () => {
+    const row = await repository.findContact(deps.db, ownerId, id);
+    if (!row) throw new NotFound(NOT_FOUND);
+    return toContact(row);
+  });
+}
+
+/** PUT: the five fields replace the stored ones; `additional_data` left out keeps its value. */
+export async function replaceContact(deps: ContactsDeps, ownerId: number, id: number, body: ContactCreate): Promise<Contact> {
+  return update(deps, ownerId, id, writableFields(body));
+}
+
+/**
+ * PATCH: any subset of the writable fields. With at least one, a write (even with unchanged values);
+ * with none, the contact as stored.
+ */
+export async function patchContact(deps: ContactsDeps, ownerId: number, id: number, body: ContactPatch): Promise<Contact> {
+  const fields = writableFields(body);
+  if (Object.keys(fields).length === 0) {
+    const row = await repository.findContact(deps.db, ownerId, id);
+    if (!row) throw new NotFound(NOT_FOUND);
+    return toContact(row);
+  }
+  return update(deps, ownerId, id, fields);
+}
+
+async function update(deps: ContactsDeps, ownerId: number, id: number, fields: Partial<ContactFields>): Promise<Contact> {
+  const now = deps.now();
+  const checked = applyContactRules(fields, now);
+  const row = await writing(() => repository.updateContact(deps.db, ownerId, id, checked, now));
+  if (!row) throw new NotFound(NOT_FOUND);
+  await invalidate(deps, ownerId);
+  return toContact(row);
+}
+
+/** Deletes one of the owner's contacts and returns it as it was. */
+export async function deleteContact(deps: ContactsDeps, ownerId: number, id: number): Promise<Contact> {
+  const row = await repository.deleteContact(deps.db, ownerId, id);
+  if (!row) throw new NotFound(NOT_FOUND);
+  await invalidate(deps, ownerId);
+  return toContact(row);
+}
+
+/** A page of the owner's contacts matching the filter expression `query`; a bad expression is a 400. */
+export async function listContacts(
+  deps: ContactsDeps,
+  ownerId: number,
+  query: string | undefined,
+  page: PageRequest,
+): Promise<Cached<ContactPage>> {
+  let conditions;
+  try {
+    conditions = parseFilter(query ?? '');
+  } catch (error) {
+    if (error instanceof FilterError) throw new BadRequest(error.message);
+    throw error;
+  }
+  // The expression can be 2,000 characters; a digest keeps the key short.
+  const digest = createHash('sha256').update(query ?? '').digest('base64url');
+  return cachedRead(deps, ownerId, `list:${page.skip}:${page.limit}:${digest}`, TTL.list, async () =>
+    toPage(await repository.listContacts(deps.db, ownerId, conditions, page)),
+  );
+}
+
+/** A page of the owner's contacts whose next birthday is within `days` days of today (UTC). */
+export async function listUpcomingBirthdays(
+  deps: ContactsDeps,
+  ownerId: number,
+  days: number,
+  page: PageRequest,
+): Promise<Cached<ContactPage>> {
+  const now = deps.now();
+  const today = utcDate(now);
+  // An hour at most, and never past the UTC midnight that changes the answer; the date in the key covers a moved clock.
+  const ttl = Math.min(TTL.upcoming, Date.parse(`${today}T00:00:00Z`) + DAY_MS - now.getTime());
+  return cachedRead(deps, ownerId, `upcoming:${today}:${days}:${page.skip}:${page.limit}`, ttl, async () =>
+    toPage(await repository.listUpcomingBirthdays(deps.db, ownerId, birthdayWindow(now, days), page)),
+  );
+}
