@@ -150,6 +150,14 @@ try {
     const client = new pg.Client({ connectionString: config.databaseUrl });
     await client.connect();
     try {
+      // Building each secondary index once after the load is several times faster than
+      // maintaining it row by row (the trigram GIN indexes above all); contacts is empty here.
+      const { rows: indexes } = await client.query<{ indexname: string; indexdef: string }>(
+        `select i.indexname, i.indexdef from pg_indexes i
+          where i.tablename = 'contacts' and i.schemaname = current_schema()
+            and not exists (select 1 from pg_constraint c where c.conname = i.indexname)`,
+      );
+      for (const { indexname } of indexes) await client.query(`drop index ${pg.escapeIdentifier(indexname)}`);
       const copy = client.query(copyFrom('COPY contacts (owner_id, first_name, last_name, email, phone, birthday) FROM STDIN'));
       const lines = Readable.from(
         (function* () {
@@ -165,7 +173,9 @@ try {
         })(),
       );
       await pipeline(lines, copy);
-      await client.query('ANALYZE contacts');
+      await client.query("set maintenance_work_mem = '256MB'");
+      for (const { indexdef } of indexes) await client.query(indexdef);
+      await client.query('analyze contacts');
     } finally {
       await client.end();
     }
