@@ -14,6 +14,7 @@ import { buildApp, type BuildOptions } from '../src/app.js';
 import { loadConfig, type AppConfig } from '../plugins/config.js';
 import { openDatabase } from '../plugins/db.js';
 import { migrateToLatest } from '../src/db/migrate.js';
+import { checkResponsesAgainstSpec } from './spec-validator.js';
 
 export type Backend = 'postgres' | 'embedded';
 export const backend: Backend = process.env.TEST_BACKEND === 'embedded' ? 'embedded' : 'postgres';
@@ -25,6 +26,8 @@ export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long'
 /** The subset of tap's Test this harness needs. */
 export interface Teardown {
   teardown(fn: () => unknown): void;
+  /** Reports a response that departs from openapi.yaml. */
+  fail(message: string): unknown;
 }
 
 const uniqueName = () => `t${Date.now().toString(36)}${randomBytes(4).toString('hex')}`;
@@ -97,6 +100,8 @@ export async function build(t: Teardown, options: BuildTestOptions = {}): Promis
   const config: AppConfig = await loadConfig(env);
   const app = await buildApp({ ...options, config });
   t.teardown(() => app.close());
+  // Every response any test receives must match openapi.yaml (status, headers, body).
+  checkResponsesAgainstSpec(app, (problem) => t.fail(`response departs from openapi.yaml: ${problem}`));
   await app.ready();
   return app;
 }

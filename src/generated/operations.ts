@@ -2474,7 +2474,8 @@ export const operationTable = {
     "schema": {
       "response": {
         "200": {
-          "type": "object"
+          "type": "object",
+          "additionalProperties": true
         }
       }
     }

@@ -1,0 +1,72 @@
+import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import fp from 'fastify-plugin';
+import { parse } from 'yaml';
+
+/** openapi.yaml as written, and parsed. */
+export interface OpenApiSpec {
+  yaml: string;
+  document: Record<string, unknown>;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The contract this service serves at /openapi.json and /openapi.yaml and documents at /docs and /redoc. */
+    openapi: OpenApiSpec;
+  }
+}
+
+const specFile = fileURLToPath(new URL('../openapi.yaml', import.meta.url));
+
+const redocBundle = readFileSync(createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js'));
+
+// Everything comes from this service; inline styles are how both UIs lay themselves out.
+const DOCS_CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; " +
+  "connect-src 'self'; worker-src 'self' blob:; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'self'";
+
+const REDOC_PAGE = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Contacts service API reference</title>
+</head>
+<body>
+<redoc spec-url="/openapi.json"></redoc>
+<script src="/redoc/redoc.standalone.js"></script>
+</body>
+</html>
+`;
+
+/** Swagger UI at /docs and ReDoc at /redoc, both over openapi.yaml and served entirely by this service. */
+export default fp(
+  async (app) => {
+    const yaml = await readFile(specFile, 'utf8');
+    app.decorate('openapi', { yaml, document: parse(yaml) as Record<string, unknown> });
+
+    await app.register(swagger, { mode: 'static', specification: { path: specFile, baseDir: path.dirname(specFile) } });
+    await app.register(swaggerUi, {
+      routePrefix: '/docs',
+      staticCSP: DOCS_CSP,
+      validatorUrl: false,
+      uiConfig: { persistAuthorization: true, displayRequestDuration: true },
+      // "Try it out" calls the server that served the page, whatever address it is reached at.
+      transformSpecification: (document) => ({ ...document, servers: [{ url: '/', description: 'This server' }] }),
+      transformSpecificationClone: false,
+    });
+
+    app.get('/redoc', (_request, reply) =>
+      reply.type('text/html; charset=utf-8').header('content-security-policy', DOCS_CSP).send(REDOC_PAGE),
+    );
+    app.get('/redoc/redoc.standalone.js', (_request, reply) =>
+      reply.type('application/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(redocBundle),
+    );
+  },
+  { name: 'docs', dependencies: ['config'], fastify: '5.x' },
+);

@@ -1,0 +1,48 @@
+import { sql } from 'kysely';
+import { ServiceUnavailable } from '../errors.js';
+import type { OperationHandlers } from '../http/operation-types.js';
+
+/** A dependency that does not answer within this long counts as down, so a probe never hangs. */
+const PROBE_TIMEOUT_MS = 2000;
+
+/** Why `probe` failed or did not settle within PROBE_TIMEOUT_MS; null when it answered. */
+async function probeFailure(probe: () => Promise<unknown>): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`)), PROBE_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([probe(), timeout]);
+    return null;
+  } catch (error) {
+    return error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Health probes and the contract itself. */
+export const operationsHandlers = {
+  getHealth: async () => ({ status: 200, body: { status: 'ok' } }),
+
+  getReadiness: async (request) => {
+    const app = request.server;
+    const dbFailure = await probeFailure(() => sql`select 1`.execute(app.db));
+    if (dbFailure) {
+      request.log.warn({ err: dbFailure }, 'readiness: database unavailable');
+      throw new ServiceUnavailable('Database unavailable');
+    }
+    // Without Redis the cache is in-process and always answers.
+    const redis = app.redisClient;
+    const cacheFailure = redis ? await probeFailure(() => redis.ping()) : null;
+    if (cacheFailure) {
+      request.log.warn({ err: cacheFailure }, 'readiness: cache unavailable');
+      throw new ServiceUnavailable('Cache unavailable');
+    }
+    return { status: 200, body: { status: 'ok' } };
+  },
+
+  getOpenApiJson: async (request) => ({ status: 200, body: request.server.openapi.document }),
+
+  getOpenApiYaml: async (request) => ({ status: 200, body: request.server.openapi.yaml }),
+} satisfies Partial<OperationHandlers>;

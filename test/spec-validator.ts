@@ -1,0 +1,210 @@
+/**
+ * Checks a response against openapi.yaml independently of the app's generated code: the operation
+ * is found by method and path template, the status must be documented, required headers present,
+ * documented headers well-formed, and a JSON body valid against the response schema.
+ */
+import { readFileSync } from 'node:fs';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import type { FastifyInstance } from 'fastify';
+import { parse } from 'yaml';
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type JsonObject = { [key: string]: Json };
+
+/** What a test received, as seen by an onSend hook. */
+export interface ObservedResponse {
+  method: string;
+  /** The request URL, query string included. */
+  url: string;
+  statusCode: number;
+  headers: Record<string, unknown>;
+  /** The serialized payload; null when there is none. */
+  payload: string | Buffer | null;
+}
+
+export interface SpecOperation {
+  operationId: string;
+  method: string;
+  /** The path template as written in the spec, e.g. `/api/contacts/{contact_id}`. */
+  path: string;
+  operation: JsonObject;
+}
+
+// Keywords that only document, and that Ajv's strict mode rejects.
+const DOC_KEYWORDS = new Set(['example', 'examples', 'xml', 'externalDocs', 'discriminator']);
+const METHODS = ['get', 'put', 'post', 'patch', 'delete', 'head', 'options', 'trace'];
+
+/** Reads and parses the project's openapi.yaml. */
+export function loadSpec(file: URL = new URL('../openapi.yaml', import.meta.url)): JsonObject {
+  return parse(readFileSync(file, 'utf8')) as JsonObject;
+}
+
+/** Every operation of the spec with its method (upper case) and path template. */
+export function specOperations(spec: JsonObject): SpecOperation[] {
+  const operations: SpecOperation[] = [];
+  for (const [path, item] of Object.entries(spec.paths as JsonObject)) {
+    for (const method of METHODS) {
+      const operation = (item as JsonObject)[method] as JsonObject | undefined;
+      if (operation) operations.push({ operationId: String(operation.operationId), method: method.toUpperCase(), path, operation });
+    }
+  }
+  return operations;
+}
+
+export class SpecValidator {
+  readonly #spec: JsonObject;
+  readonly #ajv: Ajv2020;
+  readonly #operations: { op: SpecOperation; pattern: RegExp }[];
+  readonly #compiled = new Map<string, ValidateFunction>();
+
+  constructor(spec: JsonObject) {
+    this.#spec = spec;
+    this.#ajv = new Ajv2020({ strict: true, allErrors: true, strictRequired: false });
+    addFormats.default(this.#ajv);
+    this.#operations = specOperations(spec).map((op) => ({
+      op,
+      pattern: new RegExp(`^${op.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+')}/?$`),
+    }));
+  }
+
+  /** The spec operation serving `method` on `url`, if any. */
+  find(method: string, url: string): SpecOperation | undefined {
+    const path = url.split('?', 1)[0] ?? '';
+    const matches = this.#operations.filter((o) => o.op.method === method.toUpperCase() && o.pattern.test(path));
+    // A literal path (`/api/contacts/get-upcoming-birthday`) wins over a template (`/api/contacts/{contact_id}`).
+    return (matches.find((o) => !o.op.path.includes('{')) ?? matches[0])?.op;
+  }
+
+  /** Every way `response` departs from the operation's documented response; [] when it conforms. */
+  check(op: SpecOperation, response: ObservedResponse): string[] {
+    const where = `${response.method} ${response.url} → ${response.statusCode}`;
+    const responses = op.operation.responses as JsonObject;
+    const status = String(response.statusCode);
+    const documented = responses[status] ?? responses[`${status[0]}XX`] ?? responses.default;
+    if (documented === undefined) return [`${where}: status ${status} is not documented for ${op.operationId}`];
+    const spec = this.#deref(documented);
+    const problems: string[] = [];
+
+    const headers = this.#lowerCaseHeaders(response.headers);
+    for (const [name, headerRef] of Object.entries((spec.headers ?? {}) as JsonObject)) {
+      const header = this.#deref(headerRef);
+      const value = headers[name.toLowerCase()];
+      if (value === undefined) {
+        if (header.required === true) problems.push(`${where}: required header ${name} is missing`);
+        continue;
+      }
+      const schema = header.schema as JsonObject | undefined;
+      if (!schema) continue;
+      const validate = this.#compile(`${op.operationId} ${status} header ${name}`, schema);
+      if (!validate(this.#headerValue(value, this.#deref(schema)))) {
+        problems.push(`${where}: header ${name}: '${value}' ${this.#ajv.errorsText(validate.errors, { dataVar: name })}`);
+      }
+    }
+
+    const content = spec.content as JsonObject | undefined;
+    const payload = response.payload === null ? '' : response.payload.toString();
+    if (!content) {
+      if (payload !== '') problems.push(`${where}: documented without a body, but has one`);
+      return problems;
+    }
+    const contentType = String(headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase() ?? '';
+    const media = content[contentType] as JsonObject | undefined;
+    if (!media) {
+      problems.push(`${where}: content type '${contentType}' is not documented (${Object.keys(content).join(', ')})`);
+      return problems;
+    }
+    if (contentType !== 'application/json' || !media.schema) return problems;
+    let body: unknown;
+    try {
+      body = JSON.parse(payload);
+    } catch {
+      return [...problems, `${where}: body is not JSON: ${payload.slice(0, 200)}`];
+    }
+    const validate = this.#compile(`${op.operationId} ${status} body`, media.schema);
+    if (!validate(body)) {
+      problems.push(`${where}: body ${this.#ajv.errorsText(validate.errors, { dataVar: 'body' })}: ${payload.slice(0, 300)}`);
+    }
+    return problems;
+  }
+
+  #compile(key: string, schema: Json): ValidateFunction {
+    let validate = this.#compiled.get(key);
+    if (!validate) {
+      validate = this.#ajv.compile(this.#toJsonSchema(schema) as object);
+      this.#compiled.set(key, validate);
+    }
+    return validate;
+  }
+
+  #deref(node: Json): JsonObject {
+    const object = node as JsonObject;
+    if (typeof object.$ref !== 'string') return object;
+    let target: Json | undefined = this.#spec;
+    for (const part of object.$ref.replace(/^#\//, '').split('/')) target = (target as JsonObject)[part.replace(/~1/g, '/').replace(/~0/g, '~')];
+    if (target === undefined) throw new Error(`Unresolved $ref ${object.$ref}`);
+    return this.#deref(target);
+  }
+
+  /** Inlines $refs and drops documentation-only keywords (never a property that happens to share their name). */
+  #toJsonSchema(node: Json): Json {
+    if (Array.isArray(node)) return node.map((item) => this.#toJsonSchema(item));
+    if (node === null || typeof node !== 'object') return node;
+    if (typeof node.$ref === 'string') return this.#toJsonSchema(this.#deref(node));
+    const out: JsonObject = {};
+    for (const [key, value] of Object.entries(node)) {
+      if (DOC_KEYWORDS.has(key) || key.startsWith('x-')) continue;
+      out[key] =
+        key === 'properties' || key === 'patternProperties' || key === '$defs'
+          ? Object.fromEntries(Object.entries(value as JsonObject).map(([name, schema]) => [name, this.#toJsonSchema(schema)]))
+          : this.#toJsonSchema(value);
+    }
+    return out;
+  }
+
+  /** A header arrives as text; read it as the type its schema declares. */
+  #headerValue(value: string, schema: JsonObject): unknown {
+    const types = ([] as Json[]).concat(schema.type ?? []);
+    if ((types.includes('integer') || types.includes('number')) && /^-?\d+(\.\d+)?$/.test(value)) return Number(value);
+    if (types.includes('boolean') && (value === 'true' || value === 'false')) return value === 'true';
+    return value;
+  }
+
+  #lowerCaseHeaders(headers: Record<string, unknown>): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const [name, value] of Object.entries(headers)) {
+      if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+    }
+    return out;
+  }
+}
+
+let shared: SpecValidator | undefined;
+
+/** One validator over the project's openapi.yaml, compiled lazily and shared by every app a test file builds. */
+export function specValidator(): SpecValidator {
+  shared ??= new SpecValidator(loadSpec());
+  return shared;
+}
+
+/**
+ * Adds an onSend hook that checks every response of a spec operation and reports each departure.
+ * Docs routes and unknown-route 404s carry no operationId and are not checked; neither are HEAD and OPTIONS.
+ */
+export function checkResponsesAgainstSpec(app: FastifyInstance, report: (problem: string) => void): void {
+  const validator = specValidator();
+  app.addHook('onSend', async (request, reply, payload) => {
+    const routed = request.routeOptions.config.operationId;
+    if (routed === undefined || request.method === 'HEAD' || request.method === 'OPTIONS') return payload;
+    const op = validator.find(request.method, request.url);
+    const where = `${request.method} ${request.url} → ${reply.statusCode}`;
+    if (!op) report(`${where}: routed to ${routed}, which no operation of openapi.yaml matches`);
+    else if (op.operationId !== routed) report(`${where}: routed to ${routed}, but openapi.yaml matches ${op.operationId}`);
+    else {
+      const body = typeof payload === 'string' || Buffer.isBuffer(payload) ? payload : null;
+      const response = { method: request.method, url: request.url, statusCode: reply.statusCode, headers: reply.getHeaders(), payload: body };
+      for (const problem of validator.check(op, response)) report(problem);
+    }
+    return payload;
+  });
+}
