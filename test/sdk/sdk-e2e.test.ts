@@ -1,0 +1,141 @@
+/**
+ * The generated SDK (sdk/) as a real client: the whole user journey over real HTTP through it
+ * alone, and `tsc` refusing code that misuses it.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import t from 'tap';
+import { createContactsClient, formBody } from '../../sdk/index.js';
+import { build, smtpCapture } from '../helper.js';
+
+const run = promisify(execFile);
+
+t.test('a user journey driven only through the generated client', async (t) => {
+  const mailbox = await smtpCapture(t);
+  const app = await build(t, { env: { SMTP_URL: mailbox.url } });
+  const baseUrl = await app.listen({ host: '127.0.0.1', port: 0 });
+  let accessToken: string | null = null;
+  const client = createContactsClient(baseUrl, () => accessToken);
+
+  const registered = await client.POST('/api/auth/register', {
+    body: { username: 'sdk_user', email: 'sdk@example.com', password: 'correct-horse-battery' },
+  });
+  t.equal(registered.response.status, 201);
+  t.equal(registered.data?.is_verified, false);
+
+  const link = new URL((await mailbox.next()).link ?? '');
+  const verified = await client.GET('/api/auth/verify-email', { params: { query: { token: link.searchParams.get('token') ?? '' } } });
+  t.same(verified.data, { message: 'Email verified' });
+
+  const login = await client.POST('/api/auth/login', {
+    body: { username: 'sdk_user', password: 'correct-horse-battery' },
+    bodySerializer: formBody,
+    headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+  });
+  t.equal(login.response.status, 200);
+  const tokens = login.data!;
+  accessToken = tokens.access_token;
+
+  const today = new Date();
+  const birthdayInDays = (days: number) => {
+    const d = new Date(Date.UTC(1990, today.getUTCMonth(), today.getUTCDate() + days));
+    return d.toISOString().slice(0, 10);
+  };
+  for (let i = 0; i < 50; i++) {
+    const created = await client.POST('/api/contacts/', {
+      body: {
+        first_name: i % 2 === 0 ? 'Even' : 'Odd',
+        last_name: `Number${String(i).padStart(2, '0')}`,
+        email: `contact${i}@example.com`,
+        phone: `+1 415 555 ${String(1000 + i)}`,
+        // Contact i has its birthday i days from now (in 1990), so the first few are upcoming.
+        birthday: birthdayInDays(i),
+      },
+    });
+    t.equal(created.response.status, 201, `contact ${i} created`);
+  }
+
+  const filtered = await client.GET('/api/contacts/', { params: { query: { query: 'first_name:eq:Even', limit: 10 } } });
+  t.equal(filtered.response.headers.get('x-total-count'), '25');
+  t.ok(filtered.data?.every((c) => c.first_name === 'Even'));
+
+  // Follow the Link header's rel="next" until it runs out.
+  const seen: number[] = [];
+  let next: URL | null = new URL('/api/contacts/?limit=15', baseUrl);
+  let pages = 0;
+  while (next) {
+    const page = await client.GET('/api/contacts/', {
+      params: { query: { skip: Number(next.searchParams.get('skip') ?? 0), limit: Number(next.searchParams.get('limit')) } },
+    });
+    pages++;
+    seen.push(...(page.data ?? []).map((c) => c.id));
+    const rel = /<([^>]+)>;\s*rel="next"/.exec(page.response.headers.get('link') ?? '');
+    next = rel?.[1] ? new URL(rel[1], baseUrl) : null;
+  }
+  t.equal(pages, 4, '50 contacts in pages of 15');
+  t.equal(new Set(seen).size, 50, 'every contact seen once');
+
+  const upcoming = await client.GET('/api/contacts/get-upcoming-birthday', { params: { query: { time_range: 6 } } });
+  t.equal(upcoming.data?.length, 7, 'birthdays today through six days ahead');
+
+  const id = seen[0]!;
+  const patched = await client.PATCH('/api/contacts/{contact_id}', { params: { path: { contact_id: id } }, body: { last_name: 'Patched' } });
+  t.equal(patched.data?.last_name, 'Patched');
+  const replaced = await client.PUT('/api/contacts/{contact_id}', {
+    params: { path: { contact_id: id } },
+    body: { first_name: 'Put', last_name: 'Whole', email: 'put@example.com', phone: '+14155550000', birthday: '1980-01-01' },
+  });
+  t.equal(replaced.data?.email, 'put@example.com');
+  const deleted = await client.DELETE('/api/contacts/{contact_id}', { params: { path: { contact_id: id } } });
+  t.equal(deleted.data?.id, id);
+  const gone = await client.GET('/api/contacts/{contact_id}', { params: { path: { contact_id: id } } });
+  t.equal(gone.response.status, 404);
+  t.same(gone.error, { detail: 'Contact not found' });
+
+  const refreshed = await client.POST('/api/auth/refresh', { body: { refresh_token: tokens.refresh_token } });
+  t.equal(refreshed.data?.refresh_token, tokens.refresh_token);
+  accessToken = refreshed.data?.access_token ?? null;
+  const me = await client.GET('/api/users/me');
+  t.equal(me.data?.username, 'sdk_user');
+
+  const logout = await client.POST('/api/auth/logout');
+  t.equal(logout.response.status, 204);
+  const afterLogout = await client.POST('/api/auth/refresh', { body: { refresh_token: tokens.refresh_token } });
+  t.equal(afterLogout.response.status, 401);
+});
+
+t.test('tsc refuses code that misuses the client', async (t) => {
+  const dir = await mkdtemp(path.resolve('.data', 'sdk-typecheck-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const sdk = path.relative(dir, path.resolve('sdk/index.js')).split(path.sep).join('/');
+  const typecheck = async (source: string) => {
+    await writeFile(path.join(dir, 'usage.ts'), `import { createContactsClient } from '${sdk}';\nconst client = createContactsClient('http://x');\n${source}\n`);
+    await writeFile(path.join(dir, 'tsconfig.json'), JSON.stringify({
+      extends: path.relative(dir, path.resolve('tsconfig.json')),
+      include: ['usage.ts'],
+    }));
+    return run(process.execPath, [path.resolve('node_modules/typescript/bin/tsc'), '-p', dir], { cwd: dir }).then(
+      () => ({ code: 0, output: '' }),
+      (error: { code: number; stdout: string }) => ({ code: error.code, output: error.stdout }),
+    );
+  };
+
+  const correct = await typecheck(
+    "void client.POST('/api/contacts/', { body: { first_name: 'A', last_name: 'B', email: 'a@b.co', phone: '+14155550123', birthday: '1990-01-01' } });",
+  );
+  t.same(correct, { code: 0, output: '' }, 'correct usage compiles');
+
+  const wrongField = await typecheck(
+    "void client.GET('/api/contacts/{contact_id}', { params: { path: { contact_id: 1 } } }).then((r) => r.data?.firstName);",
+  );
+  t.not(wrongField.code, 0);
+  t.match(wrongField.output, /error TS2551: Property 'firstName' does not exist .* Did you mean 'first_name'\?/);
+
+  const missingField = await typecheck(
+    "void client.POST('/api/contacts/', { body: { first_name: 'A', last_name: 'B', email: 'a@b.co', phone: '+14155550123' } });",
+  );
+  t.not(missingField.code, 0);
+  t.match(missingField.output, /Property 'birthday' is missing/);
+});
