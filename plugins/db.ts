@@ -14,11 +14,19 @@ const INT8_OID = 20;
 const keepDate = (value: string) => value;
 const int8 = (value: string) => Number(value);
 
-/** A Kysely instance over PostgreSQL when `databaseUrl` is set, else over PGlite persisted in `embeddedDir`. */
-export async function openDatabase(databaseUrl: string | null, embeddedDir: string): Promise<Kysely<Database>> {
+/**
+ * A Kysely instance over PostgreSQL when `databaseUrl` is set, else over PGlite persisted in
+ * `embeddedDir`. `onIdleError` hears about pooled connections the server dropped (a restart, say):
+ * pg emits those as 'error' events, which would otherwise end the process.
+ */
+export async function openDatabase(
+  databaseUrl: string | null,
+  embeddedDir: string,
+  onIdleError: (error: Error) => void = () => {},
+): Promise<Kysely<Database>> {
   let pool: PostgresPool;
   if (databaseUrl) {
-    pool = new pg.Pool({
+    const pgPool = new pg.Pool({
       connectionString: databaseUrl,
       max: 10,
       types: {
@@ -29,6 +37,8 @@ export async function openDatabase(databaseUrl: string | null, embeddedDir: stri
         }) as typeof pg.types.getTypeParser,
       },
     });
+    pgPool.on('error', onIdleError);
+    pool = pgPool;
   } else {
     const pglite = await PGlite.create(embeddedDir, {
       extensions: { pg_trgm },
@@ -49,7 +59,9 @@ declare module 'fastify' {
 export default fp(
   async (app) => {
     const { databaseUrl, dataDir } = app.config;
-    const db = await openDatabase(databaseUrl, path.join(dataDir, 'pgdata'));
+    const db = await openDatabase(databaseUrl, path.join(dataDir, 'pgdata'), (error) =>
+      app.log.warn({ err: error }, 'an idle database connection was closed by the server'),
+    );
     try {
       const applied = await migrateToLatest(db);
       if (applied.length > 0) app.log.info({ migrations: applied }, 'database migrated');

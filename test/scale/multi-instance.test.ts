@@ -5,18 +5,15 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { backend, smtpCapture, testEnv } from '../helper.js';
 
-if (backend !== 'postgres') {
-  t.pass('two processes cannot share one embedded database; this runs on the postgres backend');
-  t.end();
-} else {
-  await runAcrossInstances();
-}
+const onlyOnPostgres = { skip: backend !== 'postgres' && 'two processes cannot share one embedded database' };
+
+t.test('two instances behave as one service', onlyOnPostgres, (t) => runAcrossInstances(t));
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -30,7 +27,7 @@ async function freePort(): Promise<number> {
 }
 
 /** Starts `src/server.ts` and resolves with its base URL once /healthz answers. */
-async function startInstance(env: Record<string, string>): Promise<{ url: string; process: ChildProcess }> {
+async function startInstance(t: Test, env: Record<string, string>): Promise<{ url: string; process: ChildProcess }> {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
@@ -51,7 +48,7 @@ async function startInstance(env: Record<string, string>): Promise<{ url: string
   throw new Error(`instance did not start: ${stderr}`);
 }
 
-async function runAcrossInstances(): Promise<void> {
+async function runAcrossInstances(t: Test): Promise<void> {
   const mailbox = await smtpCapture(t);
   const env = {
     ...(await testEnv(t)),
@@ -60,7 +57,7 @@ async function runAcrossInstances(): Promise<void> {
     LOG_LEVEL: 'warn',
   };
   // Both start at once on an empty database, so both run the migrations concurrently.
-  const [a, b] = await Promise.all([startInstance(env), startInstance(env)]);
+  const [a, b] = await Promise.all([startInstance(t, env), startInstance(t, env)]);
 
   const call = (base: string, path: string, init: RequestInit & { ip: string; token?: string }) =>
     fetch(`${base}${path}`, {
@@ -182,7 +179,7 @@ async function runAcrossInstances(): Promise<void> {
   });
 }
 
-t.test('concurrent migrations of one empty database serialise on the migrator lock', { skip: backend !== 'postgres' }, async (t) => {
+t.test('concurrent migrations of one empty database serialise on the migrator lock', onlyOnPostgres, async (t) => {
   const env = await testEnv(t);
   const open = () => new Kysely<unknown>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: env.DATABASE_URL, max: 2 }) }) });
   const first = open();
