@@ -21,6 +21,7 @@ check: install
 	npm run codegen:check
 	npm run typecheck
 	npm run lint:openapi
+	npm run check:containers
 
 ci:
 	bash .ci/run
