@@ -1,0 +1,132 @@
+/**
+ * The two schema-first properties, each shown on a copy of the project so the real files stay
+ * untouched: a bound changed in openapi.yaml changes what the service accepts after codegen alone,
+ * and a handler that no longer fits the regenerated types fails `tsc`.
+ */
+import { execFile } from 'node:child_process';
+import { cp, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { parse, stringify } from 'yaml';
+import { build, testEnv } from './helper.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a command to completion, whatever its exit code. */
+function run(file: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(file, args, { ...options, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** Runs a TypeScript file of the copy with tsx, as `npm run codegen` does. */
+const tsx = (cwd: string, args: string[], env?: NodeJS.ProcessEnv) => run(process.execPath, ['--import', 'tsx', ...args], { cwd, env });
+
+/** A copy of the project (sharing node_modules), removed at teardown. */
+async function projectCopy(t: Parameters<typeof testEnv>[0], entries: string[]): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'contacts-codegen-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  for (const entry of entries) await cp(path.join(root, entry), path.join(dir, entry), { recursive: true });
+  await symlink(path.join(root, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
+  return dir;
+}
+
+/** Rewrites the copy's openapi.yaml through `edit`. */
+async function editSpec(dir: string, edit: (spec: any) => void): Promise<void> {
+  const file = path.join(dir, 'openapi.yaml');
+  const spec = parse(await readFile(file, 'utf8'));
+  edit(spec);
+  await writeFile(file, stringify(spec));
+}
+
+t.test('a maxLength changed in openapi.yaml changes what the service accepts, after codegen alone', async (t) => {
+  const attempt = (username: string) => ({ username, email: `${username}@example.com`, password: 'correct-horse-battery' });
+
+  // Today: a 6-character username is fine.
+  const app = await build(t);
+  const today = await app.inject({ method: 'POST', url: '/api/auth/register', payload: attempt('abcdef') });
+  t.equal(today.statusCode, 201, 'a 6-character username is accepted under maxLength 32');
+
+  const dir = await projectCopy(t, ['openapi.yaml', 'package.json', 'tsconfig.json', 'plugins', 'scripts', 'src']);
+  await editSpec(dir, (spec) => {
+    t.equal(spec.components.schemas.Username.maxLength, 32);
+    spec.components.schemas.Username.maxLength = 5;
+  });
+  const stale = await tsx(dir, ['scripts/codegen.ts', '--check']);
+  t.equal(stale.code, 1, 'the CI check notices that the generated files drifted');
+  t.match(stale.stderr, 'Generated files are stale: src/generated/operations.ts.');
+  const codegen = await tsx(dir, ['scripts/codegen.ts']);
+  t.equal(codegen.code, 0, codegen.stderr);
+
+  // The copy's own app, built from its regenerated table, registers the same kind of users.
+  await writeFile(
+    path.join(dir, 'register.ts'),
+    `import { loadConfig } from './plugins/config.js';
+import { buildApp } from './src/app.js';
+const app = await buildApp({ config: await loadConfig() });
+const answers = [];
+for (const payload of JSON.parse(process.argv[2] ?? '[]')) {
+  const res = await app.inject({ method: 'POST', url: '/api/auth/register', payload });
+  answers.push({ statusCode: res.statusCode, body: res.json() });
+}
+process.stdout.write(JSON.stringify(answers));
+await app.close();
+`,
+  );
+  const env = { ...process.env, ...(await testEnv(t)) };
+  const result = await tsx(dir, ['register.ts', JSON.stringify([attempt('ghijkl'), attempt('mnopq')])], env);
+  t.equal(result.code, 0, result.stderr);
+  const [sixCharacters, fiveCharacters] = JSON.parse(result.stdout) as { statusCode: number; body: Record<string, unknown> }[];
+  t.same(sixCharacters, { statusCode: 422, body: { detail: 'body/username must NOT have more than 5 characters' } }, 'a 6-character username is now refused');
+  t.equal(fiveCharacters?.statusCode, 201, 'a 5-character username still fits');
+  t.equal(fiveCharacters?.body.username, 'mnopq');
+});
+
+t.test('a handler whose types no longer fit openapi.yaml fails tsc', async (t) => {
+  const dir = await projectCopy(t, ['openapi.yaml', 'package.json', 'tsconfig.json', 'scripts/codegen.ts', 'src/http/operation-types.ts']);
+  // A handler written against today's User schema, type-checked on its own with the generated types.
+  await writeFile(
+    path.join(dir, 'src/probe.routes.ts'),
+    `import type { OperationHandlers } from './http/operation-types.js';
+
+export const probeHandlers = {
+  getCurrentUser: async (request) => ({
+    status: 200,
+    body: { id: request.userId, username: 'jane_doe', email: 'jane@example.com', created_at: '2025-01-31T09:30:00.123Z', avatar: null, is_verified: true },
+  }),
+} satisfies Partial<OperationHandlers>;
+`,
+  );
+  await writeFile(path.join(dir, 'tsconfig.probe.json'), JSON.stringify({ extends: './tsconfig.json', include: ['src/probe.routes.ts'] }));
+  const typecheck = () => run(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', 'tsconfig.probe.json'], { cwd: dir });
+
+  const codegen = await tsx(dir, ['scripts/codegen.ts']);
+  t.equal(codegen.code, 0, codegen.stderr);
+  const fits = await typecheck();
+  t.equal(fits.code, 0, `the handler fits the spec as it is: ${fits.stdout}`);
+
+  // The spec renames the user's `email` to `email_address`.
+  await editSpec(dir, (spec) => {
+    const user = spec.components.schemas.User;
+    user.properties.email_address = user.properties.email;
+    delete user.properties.email;
+    user.required = user.required.map((name: string) => (name === 'email' ? 'email_address' : name));
+  });
+  const regenerated = await tsx(dir, ['scripts/codegen.ts']);
+  t.equal(regenerated.code, 0, regenerated.stderr);
+  const broken = await typecheck();
+  t.equal(broken.code, 2, 'tsc fails');
+  t.match(broken.stdout, /src\/probe\.routes\.ts\(\d+,\d+\): error TS\d+: /, 'at the handler');
+  t.match(broken.stdout, /'email' does not exist in type|Property 'email_address' is missing/, 'naming the field that moved');
+  t.notMatch(broken.stdout, /src\/(http|generated)\//, 'and nowhere else');
+});
