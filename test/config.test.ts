@@ -1,0 +1,157 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { ConfigError, loadConfig } from '../plugins/config.js';
+import { decodeClaims, loggedInUser } from './auth/accounts.js';
+import { build, TEST_JWT_SECRET } from './helper.js';
+
+async function tempDir(t: { teardown(fn: () => unknown): void }): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'contacts-config-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+t.test('defaults', async (t) => {
+  const dataDir = await tempDir(t);
+  const config = await loadConfig({ DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET });
+  t.match(config, {
+    nodeEnv: 'development',
+    host: '127.0.0.1',
+    port: 3000,
+    databaseUrl: null,
+    redisUrl: null,
+    smtpUrl: null,
+    dataDir,
+    outboxDir: path.join(dataDir, 'outbox'),
+    publicBaseUrl: 'http://127.0.0.1:3000',
+    accessTokenTtl: 900,
+    refreshTokenTtl: 604_800,
+    verifyTokenTtl: 604_800,
+    resetTokenTtl: 900,
+    bcryptCost: 12,
+    trustProxy: false,
+    logLevel: 'info',
+    corsOrigins: [],
+    rateLimitAnonPerMin: 20,
+    rateLimitMePerMin: 5,
+  });
+});
+
+t.test('every variable is read', async (t) => {
+  const dataDir = await tempDir(t);
+  const config = await loadConfig({
+    NODE_ENV: 'production',
+    HOST: '0.0.0.0',
+    PORT: '8080',
+    DATA_DIR: dataDir,
+    DATABASE_URL: 'postgres://u:p@db:5432/contacts',
+    REDIS_URL: 'redis://cache:6379',
+    JWT_SECRET: TEST_JWT_SECRET,
+    SMTP_URL: 'smtp://mail:1025',
+    MAIL_FROM: 'Team <team@example.com>',
+    PUBLIC_BASE_URL: 'https://contacts.example.com/',
+    ACCESS_TOKEN_TTL: '60',
+    REFRESH_TOKEN_TTL: '3600',
+    BCRYPT_COST: '10',
+    TRUST_PROXY: 'true',
+    LOG_LEVEL: 'warn',
+    CORS_ORIGINS: 'https://a.example, https://b.example',
+    RATE_LIMIT_ANON_PER_MIN: '100',
+    RATE_LIMIT_ME_PER_MIN: '7',
+  });
+  t.match(config, {
+    nodeEnv: 'production',
+    host: '0.0.0.0',
+    port: 8080,
+    databaseUrl: 'postgres://u:p@db:5432/contacts',
+    redisUrl: 'redis://cache:6379',
+    jwtSecret: TEST_JWT_SECRET,
+    smtpUrl: 'smtp://mail:1025',
+    mailFrom: 'Team <team@example.com>',
+    publicBaseUrl: 'https://contacts.example.com',
+    accessTokenTtl: 60,
+    refreshTokenTtl: 3600,
+    bcryptCost: 10,
+    trustProxy: true,
+    logLevel: 'warn',
+    corsOrigins: ['https://a.example', 'https://b.example'],
+    rateLimitAnonPerMin: 100,
+    rateLimitMePerMin: 7,
+  });
+});
+
+t.test('a bad value stops loadConfig with a message naming the variable', async (t) => {
+  const dataDir = await tempDir(t);
+  const base = { DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET };
+  const cases: [Record<string, string>, string, RegExp][] = [
+    [{ PORT: 'abc' }, 'PORT', /^PORT must be a whole number from 0 to 65535, got 'abc'$/],
+    [{ PORT: '70000' }, 'PORT', /^PORT /],
+    [{ PORT: '-1' }, 'PORT', /^PORT /],
+    [{ PORT: '80.5' }, 'PORT', /^PORT /],
+    [{ NODE_ENV: 'production', JWT_SECRET: '' }, 'JWT_SECRET', /^JWT_SECRET is required when NODE_ENV=production$/],
+    [{ JWT_SECRET: 'too-short' }, 'JWT_SECRET', /^JWT_SECRET must be at least 32 characters$/],
+    [{ DATABASE_URL: 'mysql://db/contacts' }, 'DATABASE_URL', /^DATABASE_URL must use postgres: or postgresql:/],
+    [{ DATABASE_URL: 'not a url' }, 'DATABASE_URL', /^DATABASE_URL must be a URL/],
+    [{ REDIS_URL: 'http://cache' }, 'REDIS_URL', /^REDIS_URL /],
+    [{ SMTP_URL: 'mail.example.com' }, 'SMTP_URL', /^SMTP_URL /],
+    [{ PUBLIC_BASE_URL: 'ftp://example.com' }, 'PUBLIC_BASE_URL', /^PUBLIC_BASE_URL /],
+    [{ MAIL_FROM: 'nobody' }, 'MAIL_FROM', /^MAIL_FROM /],
+    [{ ACCESS_TOKEN_TTL: '0' }, 'ACCESS_TOKEN_TTL', /^ACCESS_TOKEN_TTL /],
+    [{ REFRESH_TOKEN_TTL: 'week' }, 'REFRESH_TOKEN_TTL', /^REFRESH_TOKEN_TTL /],
+    [{ BCRYPT_COST: '3' }, 'BCRYPT_COST', /^BCRYPT_COST must be a whole number from 4 to 15, got '3'$/],
+    [{ BCRYPT_COST: '16' }, 'BCRYPT_COST', /^BCRYPT_COST /],
+    [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL', /^LOG_LEVEL /],
+    [{ RATE_LIMIT_ANON_PER_MIN: '0' }, 'RATE_LIMIT_ANON_PER_MIN', /^RATE_LIMIT_ANON_PER_MIN /],
+    [{ RATE_LIMIT_ME_PER_MIN: 'five' }, 'RATE_LIMIT_ME_PER_MIN', /^RATE_LIMIT_ME_PER_MIN /],
+  ];
+  for (const [env, name, message] of cases) {
+    const error = await loadConfig({ ...base, ...env }).then(() => null, (e: unknown) => e);
+    t.type(error, ConfigError, `${name}=${Object.values(env)[0]} is refused`);
+    t.match((error as Error | null)?.message, message, `${name} is named`);
+  }
+});
+
+t.test('without JWT_SECRET, development generates one secret and keeps it in the data folder', async (t) => {
+  const dataDir = await tempDir(t);
+  const first = await loadConfig({ DATA_DIR: dataDir });
+  t.ok(first.jwtSecret.length >= 32);
+  t.equal((await readFile(path.join(dataDir, 'jwt-secret'), 'utf8')).trim(), first.jwtSecret);
+  const second = await loadConfig({ DATA_DIR: dataDir });
+  t.equal(second.jwtSecret, first.jwtSecret, 'restarts keep sessions valid');
+});
+
+t.test('TRUST_PROXY takes true, false, a hop count or addresses', async (t) => {
+  const dataDir = await tempDir(t);
+  const load = (value: string) => loadConfig({ DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, TRUST_PROXY: value });
+  t.equal((await load('true')).trustProxy, true);
+  t.equal((await load('false')).trustProxy, false);
+  t.equal((await load('10.0.0.0/8')).trustProxy, '10.0.0.0/8');
+  const hops = (await load('1')).trustProxy as (address: string, hop: number) => boolean;
+  t.equal(typeof hops, 'function');
+  t.equal(hops('10.0.0.1', 0), true);
+  t.equal(hops('10.0.0.1', 1), false);
+});
+
+t.test('the settings reach the app: token lifetimes and bcrypt cost', async (t) => {
+  const app = await build(t, { env: { ACCESS_TOKEN_TTL: '77', REFRESH_TOKEN_TTL: '7777', BCRYPT_COST: '5', RATE_LIMIT_ANON_PER_MIN: '1000' } });
+  const session = await loggedInUser(app);
+  const access = decodeClaims(session.accessToken) as { iat: number; exp: number };
+  const refresh = decodeClaims(session.refreshToken) as { iat: number; exp: number };
+  t.equal(access.exp - access.iat, 77);
+  t.equal(refresh.exp - refresh.iat, 7777);
+  const row = await app.db.selectFrom('users').select('password_hash').where('id', '=', session.id).executeTakeFirstOrThrow();
+  t.match(row.password_hash, /^\$2[aby]\$05\$/);
+});
+
+t.test('the server refuses to start on a bad value, naming it', async (t) => {
+  const dataDir = await tempDir(t);
+  const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    env: { PATH: process.env.PATH, DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, PORT: 'not-a-port' },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  t.equal(run.status, 1);
+  t.match(run.stderr, /Configuration error: PORT must be a whole number/);
+});

@@ -1,0 +1,103 @@
+import { sql } from 'kysely';
+import t, { type Test } from 'tap';
+import type { LightMyRequestResponse } from 'fastify';
+import { buildApp } from '../src/app.js';
+import { loadConfig } from '../plugins/config.js';
+import { bearer, buildAccountsApp, loggedInUser } from './auth/accounts.js';
+import { testEnv } from './helper.js';
+
+/** The one error shape: JSON `{detail}` and nothing else, with no internals. */
+function error(t: Test, res: LightMyRequestResponse, status: number, detail: string) {
+  t.equal(res.statusCode, status, detail);
+  t.match(res.headers['content-type'], /^application\/json/);
+  t.equal(res.body, JSON.stringify({ detail }));
+  t.notMatch(res.body, /\bat .+:\d+:\d+|node_modules|\.ts\b|stack/i, 'no stack trace');
+}
+
+t.test('unknown routes are 404 Not Found', async (t) => {
+  const app = await buildAccountsApp(t);
+  error(t, await app.inject({ method: 'GET', url: '/nope' }), 404, 'Not Found');
+  error(t, await app.inject({ method: 'GET', url: '/api/nope' }), 404, 'Not Found');
+  error(t, await app.inject({ method: 'DELETE', url: '/api/auth/login' }), 404, 'Not Found');
+  error(t, await app.inject({ method: 'POST', url: '/api/users/me' }), 404, 'Not Found');
+});
+
+t.test('a body in a content type the operation does not take is 415', async (t) => {
+  const app = await buildAccountsApp(t);
+  const text = await app.inject({ method: 'POST', url: '/api/auth/register', payload: 'hello', headers: { 'content-type': 'text/plain' } });
+  error(t, text, 415, 'Unsupported Media Type: text/plain');
+  const form = await app.inject({
+    method: 'POST',
+    url: '/api/auth/register',
+    payload: 'username=a&email=b&password=c',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  error(t, form, 415, 'Unsupported Media Type: application/x-www-form-urlencoded');
+  const json = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: 'a', password: 'b' } });
+  error(t, json, 415, 'Unsupported Media Type: application/json');
+  const xml = await app.inject({ method: 'POST', url: '/api/auth/refresh', payload: '<a/>', headers: { 'content-type': 'application/xml' } });
+  error(t, xml, 415, 'Unsupported Media Type: application/xml');
+});
+
+t.test('a body over 1 MiB is 413', async (t) => {
+  const app = await buildAccountsApp(t);
+  const payload = JSON.stringify({ refresh_token: 'x'.repeat(1024 * 1024) });
+  const res = await app.inject({ method: 'POST', url: '/api/auth/refresh', payload, headers: { 'content-type': 'application/json' } });
+  error(t, res, 413, 'Request body is too large');
+  const form = `username=a&password=${'x'.repeat(1024 * 1024)}`;
+  const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: form, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  error(t, login, 413, 'Request body is too large');
+});
+
+t.test('malformed or empty JSON is 400', async (t) => {
+  const app = await buildAccountsApp(t);
+  const json = { 'content-type': 'application/json' };
+  error(t, await app.inject({ method: 'POST', url: '/api/auth/register', payload: '{"username": ', headers: json }), 400, 'Malformed JSON body');
+  error(t, await app.inject({ method: 'POST', url: '/api/auth/register', payload: "{'a': 1}", headers: json }), 400, 'Malformed JSON body');
+  error(t, await app.inject({ method: 'POST', url: '/api/auth/register', payload: '', headers: json }), 400, 'Malformed JSON body');
+  error(t, await app.inject({ method: 'POST', url: '/api/auth/forgot-password' }), 400, 'Malformed JSON body');
+  error(t, await app.inject({ method: 'POST', url: '/api/auth/refresh', payload: '[1,2', headers: json }), 400, 'Malformed JSON body');
+});
+
+t.test('schema failures are 422 naming the field and the problem', async (t) => {
+  const app = await buildAccountsApp(t);
+  const post = (url: string, payload: unknown) =>
+    app.inject({ method: 'POST', url, payload: JSON.stringify(payload), headers: { 'content-type': 'application/json' } });
+  error(t, await post('/api/auth/register', { email: 'a@example.com', password: 'long-enough' }), 422, 'body/username is required');
+  error(t, await post('/api/auth/register', { username: 'abc', email: 'nope', password: 'long-enough' }), 422, 'body/email must match format "email"');
+  error(t, await post('/api/auth/register', { username: 'abc', email: 'a@example.com', password: 'long-enough', admin: true }), 422, 'body/admin is not an allowed property');
+  error(t, await post('/api/auth/register', { username: 5, email: 'a@example.com', password: 'long-enough' }), 422, 'body/username must be string');
+  error(t, await post('/api/auth/register', []), 422, 'body must be object');
+  error(t, await post('/api/auth/register', 'text'), 422, 'body must be object');
+  error(t, await post('/api/auth/refresh', { refresh_token: '' }), 422, 'body/refresh_token must NOT have fewer than 1 characters');
+  error(t, await post('/api/auth/reset-password', { token: 'x' }), 422, 'body/password is required');
+  error(t, await app.inject({ method: 'GET', url: '/api/auth/verify-email' }), 422, 'querystring/token is required');
+  error(t, await app.inject({ method: 'GET', url: `/api/auth/verify-email?token=${'x'.repeat(2049)}` }), 422, 'querystring/token must NOT have more than 2048 characters');
+});
+
+t.test('authentication comes before content-type and body checks on protected operations', async (t) => {
+  const app = await buildAccountsApp(t);
+  const res = await app.inject({ method: 'POST', url: '/api/auth/logout', payload: '{bad', headers: { 'content-type': 'text/plain' } });
+  error(t, res, 401, 'Not authenticated');
+  t.equal(res.headers['www-authenticate'], 'Bearer');
+  const session = await loggedInUser(app);
+  const authed = await app.inject({ method: 'POST', url: '/api/auth/logout', headers: bearer(session.accessToken) });
+  t.equal(authed.statusCode, 204);
+});
+
+t.test('500s say only Internal Server Error: no message, no stack, no SQL', async (t) => {
+  const config = await loadConfig({ ...(await testEnv(t)), RATE_LIMIT_ANON_PER_MIN: '1000' });
+  const app = await buildApp({ config });
+  t.teardown(() => app.close());
+  app.get('/api/test-only/throw', async () => {
+    throw new Error('secret internals at /srv/app.ts:1:1');
+  });
+  app.get('/api/test-only/sql', async () => sql`select * from no_such_table_here`.execute(app.db));
+  await app.ready();
+  const thrown = await app.inject({ method: 'GET', url: '/api/test-only/throw' });
+  error(t, thrown, 500, 'Internal Server Error');
+  t.notMatch(thrown.body, /secret/);
+  const database = await app.inject({ method: 'GET', url: '/api/test-only/sql' });
+  error(t, database, 500, 'Internal Server Error');
+  t.notMatch(database.body, /no_such_table/);
+});
