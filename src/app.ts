@@ -60,6 +60,8 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
     genReqId: () => crypto.randomUUID(),
     schemaErrorFormatter: formatSchemaError,
     return503OnClosing: true,
+    // A first start on the embedded default creates the database (initdb, then migrations), which can outlast the 10 s default.
+    pluginTimeout: 120_000,
   });
   app.setValidatorCompiler(compileValidator);
   app.setErrorHandler(errorHandler);
