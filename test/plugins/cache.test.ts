@@ -1,0 +1,60 @@
+/** The cache plugin's two stores: the in-process LRU, and Redis (answering, and refusing connections). */
+import type { FastifyBaseLogger } from 'fastify';
+import { Redis } from 'ioredis';
+import t from 'tap';
+import { memoryCache, redisCache } from '../../plugins/cache.js';
+import { backend, REDIS_URL } from '../helper.js';
+
+/** A logger that records warnings. */
+function recordingLogger(): { log: FastifyBaseLogger; warnings: unknown[][] } {
+  const warnings: unknown[][] = [];
+  const log = { warn: (...args: unknown[]) => warnings.push(args) } as unknown as FastifyBaseLogger;
+  return { log, warnings };
+}
+
+t.test('memory cache: values, and generations that only move forward', async (t) => {
+  const cache = memoryCache();
+  t.equal(await cache.get('k'), undefined);
+  await cache.set('k', { a: [1, 'x'] }, 10_000);
+  t.same(await cache.get('k'), { a: [1, 'x'] });
+  t.equal(await cache.generation('s'), 0);
+  await cache.bump('s');
+  await cache.bump('s');
+  t.equal(await cache.generation('s'), 2);
+  t.equal(await cache.generation('other'), 0, 'scopes are independent');
+});
+
+t.test('redis cache with Redis refusing connections: misses, unknown generations, warnings, no throws', async (t) => {
+  const client = new Redis('redis://127.0.0.1:6390', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  t.teardown(() => client.disconnect());
+  await client.connect().catch(() => undefined);
+  const { log, warnings } = recordingLogger();
+  const cache = redisCache(client, 'test:', log);
+  t.equal(await cache.get('k'), undefined);
+  await cache.set('k', 1, 1000);
+  t.equal(await cache.generation('s'), null, 'an unknown generation tells the caller to skip the cache');
+  await cache.bump('s');
+  t.equal(warnings.length, 4);
+  t.match(warnings[0]![1], 'redis cache unavailable');
+});
+
+t.test('redis cache on a live Redis', { skip: backend !== 'postgres' && 'needs the real Redis of the postgres backend' }, async (t) => {
+  const client = new Redis(REDIS_URL);
+  t.teardown(() => client.quit());
+  const prefix = `test:cache-unit:${Date.now()}:`;
+  t.teardown(async () => {
+    const keys = await client.keys(`${prefix}*`);
+    if (keys.length > 0) await client.del(...keys);
+  });
+  const { log, warnings } = recordingLogger();
+  const cache = redisCache(client, prefix, log);
+  await cache.set('k', { n: 1 }, 5_000);
+  t.same(await cache.get('k'), { n: 1 });
+  const ttl = await client.pttl(`${prefix}v:k`);
+  t.ok(ttl > 0 && ttl <= 5_000, `expires within the TTL (${ttl} ms)`);
+  t.equal(await cache.generation('s'), 0);
+  await cache.bump('s');
+  t.equal(await cache.generation('s'), 1);
+  t.equal(await client.ttl(`${prefix}g:s`), -1, 'generations never expire, so an old generation cannot come back');
+  t.same(warnings, []);
+});
