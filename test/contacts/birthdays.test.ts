@@ -112,12 +112,13 @@ t.test('pagination headers and links; other users are never included', async (t)
 });
 
 t.test('time_range bounds are 422', async (t) => {
-  for (const [qs, detail] of [
+  const cases: [string, string][] = [
     ['time_range=-1', 'querystring/time_range must be >= 0'],
     ['time_range=367', 'querystring/time_range must be <= 366'],
     ['time_range=x', 'querystring/time_range must be integer'],
     ['limit=1001', 'querystring/limit must be <= 1000'],
-  ]) {
+  ];
+  for (const [qs, detail] of cases) {
     const res = await alice('GET', `/api/contacts/get-upcoming-birthday?${qs}`);
     t.equal(res.statusCode, 422, qs);
     t.same(res.json(), { detail }, qs);
