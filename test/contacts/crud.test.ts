@@ -1,12 +1,12 @@
 /** Create, get, replace, patch and delete: status, body and headers as the contract fixes them. */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { as, buildContactsApp, contactBody, createUser } from './fixtures.js';
 
 const T0 = '2025-06-15T12:00:00.123Z';
 const T1 = '2025-06-15T12:05:00.456Z';
 const T2 = '2025-06-16T08:00:00.789Z';
 
-async function setup(t: Tap.Test) {
+async function setup(t: Test) {
   let clock = new Date(T0);
   const app = await buildContactsApp(t, { now: () => clock });
   const alice = await createUser(app);

@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { backend } from '../helper.js';
 import { as, buildContactsApp, type Caller, contactBody, createUser } from './fixtures.js';
 
@@ -15,7 +15,7 @@ if (backend !== 'postgres') {
   t.pass('the embedded backend has no Redis');
 } else {
   /** Every contacts operation succeeds; reads answer MISS while Redis is unusable. */
-  async function exerciseAll(t: Tap.Test, call: Caller) {
+  async function exerciseAll(t: Test, call: Caller) {
     const created = await call('POST', '/api/contacts/', contactBody());
     t.equal(created.statusCode, 201);
     const { id } = created.json();
@@ -45,7 +45,7 @@ if (backend !== 'postgres') {
   }
 
   /** A private redis-server (no persistence) on a free port; killed at teardown. */
-  async function privateRedis(t: Tap.Test): Promise<{ url: string; server: ChildProcess }> {
+  async function privateRedis(t: Test): Promise<{ url: string; server: ChildProcess }> {
     const port = await freePort();
     const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
     t.teardown(() => {
