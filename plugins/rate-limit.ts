@@ -1,4 +1,4 @@
-import fastifyRateLimit from '@fastify/rate-limit';
+import fastifyRateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { TooManyRequests } from '../src/errors.js';
@@ -11,8 +11,13 @@ interface Bucket {
 
 const WINDOW_MS = 60_000;
 
-/** Only the API is limited; docs, openapi.*, health probes and pages are not. */
-function isApi(request: FastifyRequest): boolean {
+/**
+ * Only the API is limited; docs, openapi.*, health probes and pages are not. CORS preflights are
+ * not either: they never carry the token, so they would spend the anonymous bucket of signed-in
+ * browser clients.
+ */
+function isLimited(request: FastifyRequest): boolean {
+  if (request.method === 'OPTIONS') return false;
   return request.url === '/api' || request.url.startsWith('/api/') || request.url.startsWith('/api?');
 }
 
@@ -39,15 +44,19 @@ export default fp(
 
     /** The bucket this request counts against, or null when it is not limited. */
     function bucketOf(request: FastifyRequest): Bucket | null {
-      if (!isApi(request)) return null;
+      if (!isLimited(request)) return null;
       const token = bearerToken(request);
       // Signature, type and expiry decide; the database check stays with authentication.
       const claims = token ? app.tokens.verify(token, 'access') : null;
-      if (!claims) return { key: `anon:${request.ip}`, max: rateLimitAnonPerMin };
+      // IPv6 clients are grouped by /64, the block one subscriber usually holds.
+      if (!claims) return { key: `anon:${normalizeIP(request.ip)}`, max: rateLimitAnonPerMin };
       const { operationId, rateLimitScope } = request.routeOptions.config;
       if (rateLimitScope === 'per-user') return { key: `user:${claims.sub}:${operationId}`, max: rateLimitMePerMin };
       return null;
     }
+
+    // One warning per outage, not one per request.
+    let storeDown = false;
 
     app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
       const bucket = bucketOf(request);
@@ -57,10 +66,13 @@ export default fp(
       try {
         state = await count(request);
       } catch (err) {
-        // A store outage (Redis down) must not fail requests: let them through unlimited.
-        request.log.warn({ err }, 'rate-limit store unavailable; request not counted');
+        // The library's skipOnError would hide the outage; this lets requests through as well, and says so.
+        if (!storeDown) request.log.warn({ err }, 'rate-limit store unavailable; requests are not counted');
+        storeDown = true;
         return;
       }
+      if (storeDown) request.log.info('rate-limit store reachable again');
+      storeDown = false;
       if (state.isAllowed) return;
       const resetSeconds = Math.max(1, state.ttlInSeconds);
       reply.header('X-RateLimit-Limit', state.max);

@@ -140,6 +140,29 @@ t.test('without TRUST_PROXY, X-Forwarded-For is ignored', async (t) => {
   limited(t, await app.inject({ ...anonymousRequests[1]!, headers: { 'x-forwarded-for': '203.0.113.99' } }), 3);
 });
 
+t.test('IPv6 clients are counted per /64', async (t) => {
+  const app = await build(t, { env: { RATE_LIMIT_ANON_PER_MIN: '2' } });
+  const from = (remoteAddress: string) => app.inject({ ...anonymousRequests[1]!, remoteAddress });
+  counted(t, await from('2001:db8:0:1::1'), 2, 1, 'first address');
+  counted(t, await from('2001:db8:0:1::2'), 2, 0, 'same /64');
+  limited(t, await from('2001:db8:0:1:ffff::3'), 2);
+  counted(t, await from('2001:db8:0:2::1'), 2, 1, 'another /64');
+});
+
+t.test('CORS preflights are not counted', async (t) => {
+  const app = await build(t, { env: { RATE_LIMIT_ANON_PER_MIN: '1', CORS_ORIGINS: 'https://app.example' } });
+  for (let i = 0; i < 3; i++) {
+    const res = await app.inject({
+      method: 'OPTIONS',
+      url: '/api/users/me',
+      headers: { origin: 'https://app.example', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' },
+    });
+    t.equal(res.statusCode, 204, `preflight ${i + 1}`);
+    notCounted(t, res, `preflight ${i + 1}`);
+  }
+  counted(t, await app.inject(anonymousRequests[1]!), 1, 0, 'the bucket is still full');
+});
+
 t.test('a Redis outage never fails requests: they go through uncounted', async (t) => {
   // Nothing listens on port 1.
   const app = await build(t, { env: { REDIS_URL: 'redis://127.0.0.1:1', RATE_LIMIT_ANON_PER_MIN: '1' } });
@@ -153,7 +176,7 @@ t.test('a Redis outage never fails requests: they go through uncounted', async (
 const postgresOnly = backend === 'postgres' ? false : 'counters shared through Redis need the postgres backend (real Redis)';
 
 t.test('with Redis, instances share the counters, under REDIS_KEY_PREFIX', { skip: postgresOnly }, async (t) => {
-  const env = { ...(await testEnv(t)), LOG_LEVEL: 'silent', RATE_LIMIT_ANON_PER_MIN: '3' };
+  const env: Record<string, string> = { ...(await testEnv(t)), LOG_LEVEL: 'silent', RATE_LIMIT_ANON_PER_MIN: '3' };
   const config = await loadConfig(env);
   const first = await buildApp({ config });
   t.teardown(() => first.close());
