@@ -10,6 +10,8 @@ import { bcryptCompare, bcryptHash } from './password-pool.js';
 export const MAX_PASSWORD_BYTES = 72;
 
 const BCRYPT = /^\$2[aby]\$(\d{2})\$/;
+/** A 22-character salt and 31-character digest in bcrypt's alphabet, of no password anyone has. */
+const DUMMY_SALT_AND_DIGEST = 'abcdefghijklmnopqrstuuabcdefghijklmnopqrstuvwxyzABCDE';
 
 export interface PasswordCheck {
   ok: boolean;
@@ -39,17 +41,11 @@ export async function verifyPassword(password: string, stored: string, cost: num
   return { ok, needsRehash: ok && Number(bcrypt[1]) !== cost };
 }
 
-const dummyHashes = new Map<number, Promise<string>>();
-
 /**
- * A compare against a fixed hash at the configured cost: an unknown user takes as long as a
- * wrong password.
+ * A compare against a well-formed bcrypt hash of nobody's password at the configured cost: an
+ * unknown user takes as long as a wrong password. bcrypt's time depends only on the cost, so the
+ * salt and digest can be fixed.
  */
 export async function burnCompare(password: string, cost: number): Promise<void> {
-  let dummy = dummyHashes.get(cost);
-  if (!dummy) {
-    dummy = bcryptHash('not-a-password-anyone-has', cost);
-    dummyHashes.set(cost, dummy);
-  }
-  await bcryptCompare(password, await dummy);
+  await bcryptCompare(password, `$2b$${String(cost).padStart(2, '0')}$${DUMMY_SALT_AND_DIGEST}`);
 }
