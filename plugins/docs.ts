@@ -36,6 +36,7 @@ const REDOC_PAGE = `<!DOCTYPE html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Contacts service API reference</title>
+<style>body { margin: 0; }</style>
 </head>
 <body>
 <redoc spec-url="/openapi.json"></redoc>
