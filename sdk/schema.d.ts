@@ -1399,6 +1399,8 @@ export interface operations {
                 headers: {
                     /** @description Always `no-referrer`. */
                     "Referrer-Policy": "no-referrer";
+                    /** @description Lets the page run only its own inline script and style and call this service. */
+                    "Content-Security-Policy": string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1477,7 +1479,9 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
                 };
             };
         };
