@@ -1,5 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import nodemailer from 'nodemailer';
 import t from 'tap';
 import { smtpCapture } from '../helper.js';
 import { buildAccountsApp, credentials, login, register } from './accounts.js';
@@ -137,4 +138,22 @@ t.test('without SMTP_URL each mail is an .eml file in the outbox holding the lin
   const verified = await app.inject({ method: 'GET', url: `/api/auth/verify-email?token=${link![1]}` });
   t.equal(verified.statusCode, 200);
   t.same(verified.json(), { message: 'Email verified' });
+});
+
+t.test('an injected transport replaces SMTP and the outbox', async (t) => {
+  const sent: { to: unknown; subject: unknown; text: unknown }[] = [];
+  const transport = nodemailer.createTransport({
+    name: 'recording',
+    version: '1',
+    send(mail, callback) {
+      sent.push({ to: mail.data.to, subject: mail.data.subject, text: mail.data.text });
+      callback(null, { envelope: mail.message.getEnvelope(), messageId: 'recorded' });
+    },
+  });
+  const app = await buildAccountsApp(t, { mail: { transport } });
+  const creds = credentials();
+  t.equal((await register(app, creds)).statusCode, 201);
+  t.equal(sent.length, 1);
+  t.match(sent[0], { to: creds.email, subject: 'Verify your e-mail address', text: /http:\/\/contacts\.test\/api\/auth\/verify-email\?token=/ });
+  t.equal(await readdir(app.config.outboxDir).then((files) => files.length, () => 0), 0, 'nothing in the outbox');
 });
