@@ -4,6 +4,7 @@ import type { BirthdayWindow } from './birthdays.js';
 import type { Condition } from './filter.js';
 import { filterPredicate } from './filter-sql.js';
 
+/** A contact as read: every column but the owner and the derived birthday key. */
 export type ContactRow = Omit<Selectable<ContactsTable>, 'owner_id' | 'birthday_key'>;
 
 /** The writable fields; `additional_data` undefined leaves the stored value alone. */
@@ -51,6 +52,7 @@ function json(value: Record<string, unknown> | null | undefined): string | null 
   return value === undefined || value === null ? value : JSON.stringify(value);
 }
 
+/** Inserts a contact owned by `ownerId`, stamped `now`. */
 export async function insertContact(db: Kysely<Database>, ownerId: number, fields: ContactFields, now: Date): Promise<ContactRow> {
   return db
     .insertInto('contacts')
@@ -59,6 +61,7 @@ export async function insertContact(db: Kysely<Database>, ownerId: number, field
     .executeTakeFirstOrThrow();
 }
 
+/** The owner's contact `id`, or undefined (also when it belongs to someone else). */
 export async function findContact(db: Kysely<Database>, ownerId: number, id: number): Promise<ContactRow | undefined> {
   return db.selectFrom('contacts').select(COLUMNS).where('owner_id', '=', ownerId).where('id', '=', id).executeTakeFirst();
 }
@@ -81,6 +84,7 @@ export async function updateContact(
     .executeTakeFirst();
 }
 
+/** Deletes the owner's contact `id` and returns it as it was; undefined when there is none. */
 export async function deleteContact(db: Kysely<Database>, ownerId: number, id: number): Promise<ContactRow | undefined> {
   return db.deleteFrom('contacts').where('owner_id', '=', ownerId).where('id', '=', id).returning(COLUMNS).executeTakeFirst();
 }
