@@ -1,3 +1,4 @@
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
@@ -40,6 +41,7 @@ export async function openDatabase(
     pgPool.on('error', onIdleError);
     pool = pgPool;
   } else {
+    await mkdir(path.dirname(embeddedDir), { recursive: true });
     const pglite = await PGlite.create(embeddedDir, {
       extensions: { pg_trgm },
       parsers: { [DATE_OID]: keepDate, [INT8_OID]: int8 },

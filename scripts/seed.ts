@@ -8,11 +8,12 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import bcrypt from 'bcryptjs';
-import { sql } from 'kysely';
+import { type Insertable, sql } from 'kysely';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { loadConfig } from '../plugins/config.js';
 import { openDatabase } from '../plugins/db.js';
+import type { ContactsTable } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 
 const USAGE = `Usage: npm run seed -- --users U --contacts-per-user C [options]
@@ -62,14 +63,7 @@ function birthday(rand: () => number): string {
   return new Date(today - daysAgo * DAY_MS).toISOString().slice(0, 10);
 }
 
-interface ContactRow {
-  owner_id: number;
-  first_name: string;
-  last_name: string;
-  email: string;
-  phone: string;
-  birthday: string;
-}
+type ContactRow = Required<Pick<Insertable<ContactsTable>, 'owner_id' | 'first_name' | 'last_name' | 'email' | 'phone' | 'birthday'>>;
 
 function* contactsOf(ownerId: number, rand: () => number): Generator<ContactRow> {
   for (let i = 0; i < perUser; i++) {
