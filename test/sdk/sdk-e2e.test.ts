@@ -3,7 +3,7 @@
  * alone, and `tsc` refusing code that misuses it.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
@@ -107,6 +107,8 @@ t.test('a user journey driven only through the generated client', async (t) => {
 });
 
 t.test('tsc refuses code that misuses the client', async (t) => {
+  // Inside the project, so the usage file resolves openapi-fetch from its node_modules.
+  await mkdir('.data', { recursive: true });
   const dir = await mkdtemp(path.resolve('.data', 'sdk-typecheck-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const sdk = path.relative(dir, path.resolve('sdk/index.js')).split(path.sep).join('/');
