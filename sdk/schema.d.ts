@@ -82,6 +82,7 @@ export interface paths {
          * @description Takes a form body (not JSON). `username` is the username or the e-mail address, both matched
          *     ignoring case. A wrong password is 401 whatever the verification state; an unverified user
          *     with the right password is 403. An unknown user takes as long as a wrong password.
+         *     A multipart body carries only these two fields: a file part or extra fields are 422.
          */
         post: operations["login"];
         delete?: never;
@@ -990,7 +991,10 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["MalformedJson"];
             401: components["responses"]["NotAuthenticated"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };

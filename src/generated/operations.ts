@@ -666,7 +666,43 @@ export const operationTable = {
     },
     "schema": {
       "response": {
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
         "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "413": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "415": {
           "type": "object",
           "required": [
             "detail"
@@ -1234,7 +1270,7 @@ export const operationTable = {
             "type": "string",
             "minLength": 8,
             "maxLength": 32,
-            "pattern": "^\\+[0-9 ().-]+$"
+            "pattern": "^[+0-9 ().-]+$"
           },
           "birthday": {
             "type": "string",
@@ -1768,7 +1804,7 @@ export const operationTable = {
             "type": "string",
             "minLength": 8,
             "maxLength": 32,
-            "pattern": "^\\+[0-9 ().-]+$"
+            "pattern": "^[+0-9 ().-]+$"
           },
           "birthday": {
             "type": "string",
@@ -2016,7 +2052,7 @@ export const operationTable = {
             "type": "string",
             "minLength": 8,
             "maxLength": 32,
-            "pattern": "^\\+[0-9 ().-]+$"
+            "pattern": "^[+0-9 ().-]+$"
           },
           "birthday": {
             "type": "string",
