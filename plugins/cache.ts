@@ -10,6 +10,7 @@ import { LRUCache } from 'lru-cache';
  */
 export interface Cache {
   get<T>(key: string): Promise<T | undefined>;
+  /** Stores `value` for `ttlMs` (at most MAX_TTL_MS). */
   set(key: string, value: unknown, ttlMs: number): Promise<void>;
   /** The current generation of `scope` (0 until the first bump); null when unknown, so the caller must not use the cache. */
   generation(scope: string): Promise<number | null>;
@@ -25,12 +26,28 @@ declare module 'fastify' {
 
 /** Entries kept by the in-process cache; the oldest go first. */
 const MAX_ENTRIES = 10_000;
+/** The longest TTL any caller gives an entry (upcoming birthdays: one hour). */
+export const MAX_TTL_MS = 3_600_000;
 
-/** Cache over Redis: values as JSON under `prefix`, generations as INCR counters. */
-export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger): Cache {
+/**
+ * Cache over Redis: values as JSON under `prefix`, generations as INCR counters. When a bump fails,
+ * entries of the old generation may still be in Redis, so this process bypasses that scope (its
+ * generation reads as unknown) until every entry written before the failed bump has expired.
+ * `now` is the wall clock in ms (Redis expiry runs on real time).
+ */
+export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger, now: () => number = Date.now): Cache {
   const failed = (operation: string) => (error: unknown) => {
     log.warn({ err: error, operation }, 'redis cache unavailable; using the database');
     return undefined;
+  };
+  /** Scope → the instant its bypass ends. */
+  const bypassUntil = new Map<string, number>();
+  const bypassed = (scope: string) => {
+    const until = bypassUntil.get(scope);
+    if (until === undefined) return false;
+    if (now() < until) return true;
+    bypassUntil.delete(scope);
+    return false;
   };
   return {
     async get<T>(key: string) {
@@ -38,14 +55,28 @@ export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger
       return raw == null ? undefined : (JSON.parse(raw) as T);
     },
     async set(key, value, ttlMs) {
-      await client.set(`${prefix}v:${key}`, JSON.stringify(value), 'PX', Math.max(1, Math.floor(ttlMs))).catch(failed('set'));
+      // Capped so that a bypass of MAX_TTL_MS outlives every entry written before it.
+      const ttl = Math.min(MAX_TTL_MS, Math.max(1, Math.floor(ttlMs)));
+      await client.set(`${prefix}v:${key}`, JSON.stringify(value), 'PX', ttl).catch(failed('set'));
     },
     async generation(scope) {
+      if (bypassed(scope)) return null;
       const raw = await client.get(`${prefix}g:${scope}`).catch(failed('generation'));
       return raw === undefined ? null : Number(raw ?? 0);
     },
     async bump(scope) {
-      await client.incr(`${prefix}g:${scope}`).catch(failed('bump'));
+      try {
+        await client.incr(`${prefix}g:${scope}`);
+      } catch (error) {
+        // Re-inserting keeps the map in expiry order, so expired bypasses are swept from the front.
+        bypassUntil.delete(scope);
+        bypassUntil.set(scope, now() + MAX_TTL_MS);
+        for (const [key, until] of bypassUntil) {
+          if (until > now()) break;
+          bypassUntil.delete(key);
+        }
+        log.warn({ err: error, operation: 'bump', scope }, 'redis cache bump failed; bypassing the cache for this scope for an hour');
+      }
     },
   };
 }

@@ -60,10 +60,20 @@ export function applyContactRules<T extends Partial<ContactFields>>(fields: T, n
     if (fields.birthday < EARLIEST_BIRTHDAY) throw new ValidationFailed(`body/birthday must not be before ${EARLIEST_BIRTHDAY}`);
     if (fields.birthday >= utcDate(now)) throw new ValidationFailed('body/birthday must be before today');
   }
-  if (fields.additional_data != null && Buffer.byteLength(JSON.stringify(fields.additional_data)) > ADDITIONAL_DATA_MAX_BYTES) {
+  if (fields.additional_data != null && jsonBytes(fields.additional_data) > ADDITIONAL_DATA_MAX_BYTES) {
     throw new ValidationFailed('body/additional_data must be at most 16 KiB as JSON');
   }
   return checked;
+}
+
+/** Size of `value` as JSON; 422 when it nests too deeply for JSON.stringify (a RangeError, not a 500). */
+function jsonBytes(value: unknown): number {
+  try {
+    return Buffer.byteLength(JSON.stringify(value));
+  } catch (error) {
+    if (error instanceof RangeError) throw new ValidationFailed('body/additional_data is nested too deeply');
+    throw error;
+  }
 }
 
 /** The writable fields of a request body; read-only ones (`id`, `created_at`, `updated_at`) are dropped. */

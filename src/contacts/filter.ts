@@ -49,6 +49,8 @@ const CONDITION_START = /^[A-Za-z_][A-Za-z0-9_]*:[A-Za-z_]+:/;
 const PHONE_SEPARATORS = /[ ().-]/g;
 
 const malformed = (why: string) => new FilterError(`Malformed filter expression: ${why}`);
+/** PostgreSQL text cannot hold NUL, so a value with one could never match and must not reach the database. */
+const hasNul = (text: string) => text.includes('\u0000');
 const invalidValue = (value: string, field: string) => new FilterError(`Invalid filter value '${value}' for field '${field}'`);
 
 /** Escapes `\`, `%` and `_` so LIKE matches the text literally. */
@@ -190,20 +192,27 @@ function toCondition(segment: Segment, position: number): Condition {
     case 'bare': {
       const term = segment.text.trim();
       if (term === '') throw malformed(`empty condition ${position}`);
+      if (hasNul(term)) throw malformed(`NUL character in condition ${position}`);
       const phone = stripPhoneSeparators(term);
       return { type: 'search', pattern: `%${likeLiteral(term)}%`, phonePattern: phone === '' ? null : `%${likeLiteral(phone)}%` };
     }
     case 'condition': {
       const { field, operator, value } = segment;
-      if (!(field in OPERATORS)) throw new FilterError(`Invalid filter field '${field}'`);
-      const known = field as Field;
-      if (!OPERATORS[known].includes(operator)) throw new FilterError(`Invalid filter operator '${operator}' for field '${field}'`);
+      if (!isField(field)) throw new FilterError(`Invalid filter field '${field}'`);
+      if (!OPERATORS[field].includes(operator)) throw new FilterError(`Invalid filter operator '${operator}' for field '${field}'`);
       if (segment.unterminated) throw malformed(`unterminated list in condition ${position}`);
-      return (DATE_FIELDS as readonly string[]).includes(known)
-        ? rangeCondition(known as DateField, operator, value)
-        : textCondition(known as TextField, operator, value);
+      return isDateField(field) ? rangeCondition(field, operator, value) : textCondition(field, operator, value);
     }
   }
+}
+
+/** Own keys only: `constructor`, `__proto__` or `toString` are inherited from Object.prototype, not fields. */
+function isField(name: string): name is Field {
+  return Object.hasOwn(OPERATORS, name);
+}
+
+function isDateField(field: Field): field is DateField {
+  return (DATE_FIELDS as readonly string[]).includes(field);
 }
 
 function textCondition(field: TextField, operator: string, raw: string): Condition {
@@ -215,11 +224,14 @@ function textCondition(field: TextField, operator: string, raw: string): Conditi
     } catch {
       throw invalidValue(raw, field);
     }
-    if (!Array.isArray(list) || !list.every((item): item is string => typeof item === 'string')) throw invalidValue(raw, field);
+    // An escaped `\u0000` in the JSON is a NUL too.
+    if (!Array.isArray(list) || !list.every((item): item is string => typeof item === 'string' && !hasNul(item))) {
+      throw invalidValue(raw, field);
+    }
     return { type: 'in', field, values: list.map(clean) };
   }
   const value = clean(raw);
-  if (value === '') throw invalidValue(raw, field);
+  if (value === '' || hasNul(value)) throw invalidValue(raw, field);
   switch (operator) {
     case 'eq':
       return { type: 'eq', field, value };

@@ -150,6 +150,24 @@ t.test('errors: exact wording, first bad condition from the left, field before o
   t.equal(errorOf('first_name:in_:["a"]x'), `Invalid filter value '["a"]x' for field 'first_name'`);
 });
 
+t.test('names inherited from Object.prototype are neither fields nor operators', async (t) => {
+  for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf']) {
+    t.equal(errorOf(`${name}:eq:x`), `Invalid filter field '${name}'`);
+    t.equal(errorOf(`first_name:${name}:x`), `Invalid filter operator '${name}' for field 'first_name'`);
+  }
+  t.equal(errorOf('smith,constructor:eq:x'), "Invalid filter field 'constructor'", 'after a bare term too');
+});
+
+t.test('NUL characters never reach the database', async (t) => {
+  t.equal(errorOf('first_name:eq:a\u0000b'), "Invalid filter value 'a\u0000b' for field 'first_name'");
+  t.equal(errorOf('email:contains:\u0000'), "Invalid filter value '\u0000' for field 'email'");
+  t.equal(errorOf('phone:eq:+1 415\u0000'), "Invalid filter value '+1 415\u0000' for field 'phone'");
+  t.equal(errorOf('first_name:in_:["a\\u0000"]'), `Invalid filter value '["a\\u0000"]' for field 'first_name'`, 'an escaped NUL in the list');
+  t.equal(errorOf('last_name:in_:["ok","b\u0000"]'), `Invalid filter value '["ok","b\u0000"]' for field 'last_name'`, 'a raw NUL in the list');
+  t.equal(errorOf('birthday:eq:1990-01-01\u0000'), "Invalid filter value '1990-01-01\u0000' for field 'birthday'");
+  t.equal(errorOf('smith,a\u0000b'), 'Malformed filter expression: NUL character in condition 2');
+});
+
 t.test('malformed expressions', async (t) => {
   t.equal(errorOf('first_name:in_:["John","Jane"'), 'Malformed filter expression: unterminated list in condition 1');
   t.equal(errorOf('email:eq:a,first_name:in_:["x\\"]'), 'Malformed filter expression: unterminated list in condition 2');

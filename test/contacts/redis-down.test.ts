@@ -75,6 +75,25 @@ if (backend !== 'postgres') {
     await exerciseAll(t, as(app, await createUser(app)));
   });
 
+  t.test('connection lost only during a write: the writer still reads its write once Redis is back', async (t) => {
+    const app = await buildContactsApp(t);
+    const call = as(app, await createUser(app));
+    const { id } = (await call('POST', '/api/contacts/', contactBody({ first_name: 'Before' }))).json();
+    t.equal((await call('GET', `/api/contacts/${id}`)).headers['x-cache'], 'MISS');
+    t.equal((await call('GET', `/api/contacts/${id}`)).headers['x-cache'], 'HIT');
+
+    // The write commits, but the generation bump cannot reach Redis.
+    app.redisClient!.disconnect();
+    await once(app.redisClient!, 'end');
+    t.equal((await call('PATCH', `/api/contacts/${id}`, { first_name: 'After' })).statusCode, 200);
+    await app.redisClient!.connect();
+
+    const read = await call('GET', `/api/contacts/${id}`);
+    t.equal(read.statusCode, 200);
+    t.equal(read.headers['x-cache'], 'MISS');
+    t.equal(read.json().first_name, 'After', 'not the entry cached before the write');
+  });
+
   t.test('Redis hung, then stopped, mid-test: requests keep succeeding and reads stay fresh', async (t) => {
     const { url, server } = await privateRedis(t);
     const app: FastifyInstance = await buildContactsApp(t, { env: { REDIS_URL: url } });

@@ -1,8 +1,9 @@
 /** The cache plugin's two stores: the in-process LRU, and Redis (answering, and refusing connections). */
+import { once } from 'node:events';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import t from 'tap';
-import { memoryCache, redisCache } from '../../plugins/cache.js';
+import { MAX_TTL_MS, memoryCache, redisCache } from '../../plugins/cache.js';
 import { backend, REDIS_URL } from '../helper.js';
 
 /** A logger that records warnings. */
@@ -57,4 +58,56 @@ t.test('redis cache on a live Redis', { skip: backend !== 'postgres' && 'needs t
   t.equal(await cache.generation('s'), 1);
   t.equal(await client.ttl(`${prefix}g:s`), -1, 'generations never expire, so an old generation cannot come back');
   t.same(warnings, []);
+});
+
+t.test(
+  'redis cache: a failed bump bypasses that scope for the longest TTL, so an old generation is never served',
+  { skip: backend !== 'postgres' && 'needs the real Redis of the postgres backend' },
+  async (t) => {
+    // Configured like plugins/redis.ts: no offline queue, so a command on a dropped connection fails at once.
+    const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    await client.connect();
+    t.teardown(() => client.quit());
+    const prefix = `test:cache-bump:${Date.now()}:`;
+    t.teardown(async () => {
+      const keys = await client.keys(`${prefix}*`);
+      if (keys.length > 0) await client.del(...keys);
+    });
+    let clock = 1_000_000;
+    const { log, warnings } = recordingLogger();
+    const cache = redisCache(client, prefix, log, () => clock);
+    t.equal(await cache.generation('s'), 0);
+    await cache.set('s:0:k', 'before the write', MAX_TTL_MS);
+
+    // The connection drops exactly while the write bumps the generation, then comes back.
+    client.disconnect();
+    await once(client, 'end');
+    await cache.bump('s');
+    await client.connect();
+    t.equal(warnings.length, 1);
+    t.match(warnings[0]!, [{ operation: 'bump', scope: 's' }, 'redis cache bump failed']);
+    t.equal(await client.get(`${prefix}g:s`), null, 'the generation really did not move');
+    t.same(await cache.get('s:0:k'), 'before the write', 'the old entry is still in Redis');
+
+    t.equal(await cache.generation('s'), null, 'so the scope bypasses the cache');
+    t.equal(await cache.generation('other'), 0, 'other scopes are unaffected');
+    clock += MAX_TTL_MS - 1;
+    t.equal(await cache.generation('s'), null, 'until every entry from before the failed bump has expired');
+    clock += 1;
+    t.equal(await cache.generation('s'), 0, 'then Redis decides again');
+    await cache.bump('s');
+    t.equal(await cache.generation('s'), 1);
+    t.equal(warnings.length, 1);
+  },
+);
+
+t.test('redis cache: entries never outlive the bypass of a failed bump', { skip: backend !== 'postgres' && 'needs the real Redis of the postgres backend' }, async (t) => {
+  const client = new Redis(REDIS_URL);
+  t.teardown(() => client.quit());
+  const prefix = `test:cache-ttl:${Date.now()}:`;
+  t.teardown(() => client.del(`${prefix}v:k`));
+  const cache = redisCache(client, prefix, recordingLogger().log);
+  await cache.set('k', 1, 2 * MAX_TTL_MS);
+  const ttl = await client.pttl(`${prefix}v:k`);
+  t.ok(ttl > MAX_TTL_MS - 60_000 && ttl <= MAX_TTL_MS, `capped at MAX_TTL_MS (${ttl} ms)`);
 });
