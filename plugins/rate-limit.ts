@@ -12,19 +12,30 @@ interface Bucket {
 const WINDOW_MS = 60_000;
 
 /**
- * Only the API is limited; docs, openapi.*, health probes and pages are not. CORS preflights are
- * not either: they never carry the token, so they would spend the anonymous bucket of signed-in
- * browser clients.
+ * Only the API is limited; docs, openapi.*, health probes and pages are not. The matched route
+ * decides (the raw URL could hide `/api` behind percent-encoding); unmatched URLs count by path.
+ * CORS preflights are not limited either: they never carry the token, so they would spend the
+ * anonymous bucket of signed-in browser clients.
  */
 function isLimited(request: FastifyRequest): boolean {
   if (request.method === 'OPTIONS') return false;
-  return request.url === '/api' || request.url.startsWith('/api/') || request.url.startsWith('/api?');
+  const path = request.routeOptions.config.operationId ? (request.routeOptions.url ?? '') : decodedPath(request.url);
+  return path === '/api' || path.startsWith('/api/');
+}
+
+function decodedPath(url: string): string {
+  const path = url.split('?', 1)[0] ?? '';
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path;
+  }
 }
 
 /**
  * Request limits per minute: without a valid access token, one bucket per client address shared
- * by every /api route; with one, only operations marked `x-rate-limit: per-user` are limited, per
- * user. Counters live in Redis when there is one, so every instance shares them.
+ * by every /api route; with one on a secured operation, only operations marked
+ * `x-rate-limit: per-user` are limited, per user. Counters live in Redis when there is one, so every instance shares them.
  */
 export default fp(
   async (app) => {
@@ -45,12 +56,14 @@ export default fp(
     /** The bucket this request counts against, or null when it is not limited. */
     function bucketOf(request: FastifyRequest): Bucket | null {
       if (!isLimited(request)) return null;
-      const token = bearerToken(request);
-      // Signature, type and expiry decide; the database check stays with authentication.
+      const { operationId, secured, rateLimitScope } = request.routeOptions.config;
+      // A token exempts only where it is required: on login, say, any token would otherwise buy
+      // unlimited password guesses. Signature, type and expiry decide here; the database check
+      // (deleted user, reset) stays with authentication, which answers 401.
+      const token = secured ? bearerToken(request) : null;
       const claims = token ? app.tokens.verify(token, 'access') : null;
       // IPv6 clients are grouped by /64, the block one subscriber usually holds.
       if (!claims) return { key: `anon:${normalizeIP(request.ip)}`, max: rateLimitAnonPerMin };
-      const { operationId, rateLimitScope } = request.routeOptions.config;
       if (rateLimitScope === 'per-user') return { key: `user:${claims.sub}:${operationId}`, max: rateLimitMePerMin };
       return null;
     }

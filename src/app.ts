@@ -12,7 +12,8 @@ import rateLimitPlugin from '../plugins/rate-limit.js';
 import redisPlugin from '../plugins/redis.js';
 import { authHandlers } from './auth/auth.routes.js';
 import { contactsHandlers } from './contacts/contacts.routes.js';
-import { errorHandler, notFoundHandler } from './http/error-handler.js';
+import { errorHandler, frameworkErrors, notFoundHandler } from './http/error-handler.js';
+import { parseJsonBody } from './http/json-body.js';
 import type { OperationHandlers } from './http/operation-types.js';
 import { registerOperations } from './http/register-operations.js';
 import { compileValidator, formatSchemaError } from './http/validation.js';
@@ -59,6 +60,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
     requestIdHeader: 'x-request-id',
     genReqId: () => crypto.randomUUID(),
     schemaErrorFormatter: formatSchemaError,
+    frameworkErrors,
     return503OnClosing: true,
     // A first start on the embedded default creates the database (initdb, then migrations), which can outlast the 10 s default.
     pluginTimeout: 120_000,
@@ -66,6 +68,8 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   app.setValidatorCompiler(compileValidator);
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
 
   await app.register(configPlugin, { config });
   await app.register(dbPlugin);

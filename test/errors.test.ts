@@ -101,3 +101,73 @@ t.test('500s say only Internal Server Error: no message, no stack, no SQL', asyn
   error(t, database, 500, 'Internal Server Error');
   t.notMatch(database.body, /no_such_table/);
 });
+
+t.test('NUL characters and deep nesting are 422, wherever they are', async (t) => {
+  const app = await buildAccountsApp(t);
+  const session = await loggedInUser(app);
+  const contact = { first_name: 'Ann', last_name: 'Lee', email: 'ann@example.com', phone: '+14155550123', birthday: '1990-01-01' };
+  const create = (payload: object) => app.inject({ method: 'POST', url: '/api/contacts/', payload, headers: bearer(session.accessToken) });
+  error(t, await create({ ...contact, first_name: 'A\u0000nn' }), 422, 'body/first_name must not contain NUL characters');
+  error(t, await create({ ...contact, additional_data: { notes: ['ok', 'b\u0000d'] } }), 422, 'body/additional_data/notes/1 must not contain NUL characters');
+  error(t, await create({ ...contact, additional_data: { 'k\u0000': 1 } }), 422, 'body/additional_data must not have keys with NUL characters');
+  // Built as text: JSON.stringify itself would overflow on 7000 levels.
+  const deep = `${JSON.stringify(contact).slice(0, -1)},"additional_data":{"deep":${'['.repeat(7000)}1${']'.repeat(7000)}}}`;
+  const deepRes = await app.inject({
+    method: 'POST',
+    url: '/api/contacts/',
+    payload: deep,
+    headers: { ...bearer(session.accessToken), 'content-type': 'application/json' },
+  });
+  error(t, deepRes, 422, `body/additional_data/deep${'/0'.repeat(30)} must not nest more than 32 levels deep`);
+  const list = await app.inject({ method: 'GET', url: '/api/contacts/?query=first_name:eq:a%00b', headers: bearer(session.accessToken) });
+  error(t, list, 422, 'querystring/query must not contain NUL characters');
+  const login = await app.inject({
+    method: 'POST',
+    url: '/api/auth/login',
+    payload: 'username=a%00b&password=whatever',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  error(t, login, 422, 'body/username must not contain NUL characters');
+  const count = await app.db.selectFrom('contacts').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  t.equal(count.n, 0, 'nothing was stored');
+});
+
+t.test('framework-level failures keep the {detail} shape', async (t) => {
+  const app = await buildAccountsApp(t);
+  error(t, await app.inject({ method: 'GET', url: '/api/contacts/%zz' }), 400, 'Malformed URL');
+  const noBoundary = await app.inject({
+    method: 'POST',
+    url: '/api/auth/login',
+    payload: 'x',
+    headers: { 'content-type': 'multipart/form-data' },
+  });
+  error(t, noBoundary, 415, 'Unsupported Media Type: multipart/form-data without a boundary');
+  const boundary = 'XyZ';
+  const withFile = [
+    `--${boundary}\r\nContent-Disposition: form-data; name="username"\r\n\r\nann\r\n`,
+    `--${boundary}\r\nContent-Disposition: form-data; name="avatar"; filename="a.txt"\r\nContent-Type: text/plain\r\n\r\nhello\r\n`,
+    `--${boundary}--\r\n`,
+  ].join('');
+  const file = await app.inject({
+    method: 'POST',
+    url: '/api/auth/login',
+    payload: withFile,
+    headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+  });
+  error(t, file, 422, 'body must not contain files');
+  const proto = await app.inject({
+    method: 'POST',
+    url: '/api/auth/register',
+    payload: '{"username":"ann_lee","email":"ann@example.com","password":"correct-horse","__proto__":{"x":1}}',
+    headers: { 'content-type': 'application/json' },
+  });
+  error(t, proto, 422, 'body must not contain "__proto__" or "constructor.prototype" keys');
+  const session = await loggedInUser(app);
+  const logout = await app.inject({
+    method: 'POST',
+    url: '/api/auth/logout',
+    payload: '{bad',
+    headers: { ...bearer(session.accessToken), 'content-type': 'application/json' },
+  });
+  error(t, logout, 400, 'Malformed JSON body');
+});

@@ -191,3 +191,25 @@ t.test('with Redis, instances share the counters, under REDIS_KEY_PREFIX', { ski
   const keys = await first.redisClient!.keys(`${env.REDIS_KEY_PREFIX}*`);
   t.ok(keys.includes(`${env.REDIS_KEY_PREFIX}rate-limit:anon:127.0.0.1`), `the counter lives under the prefix: ${keys.join(', ')}`);
 });
+
+t.test('a token buys nothing on operations that do not require one (no login brute force)', async (t) => {
+  const app = await build(t, { env: { RATE_LIMIT_ANON_PER_MIN: '3' } });
+  const user = await userWithToken(app, 'token_holder');
+  for (let i = 0; i < 3; i++) {
+    const res = await app.inject({ method: 'POST', url: '/api/auth/login', ...login, headers: { ...login.headers, ...bearer(user.token) } });
+    t.equal(res.statusCode, 401, `guess ${i + 1} is answered`);
+    counted(t, res, 3, 2 - i, `guess ${i + 1}`);
+  }
+  const res = await app.inject({ method: 'POST', url: '/api/auth/login', ...login, headers: { ...login.headers, ...bearer(user.token) } });
+  limited(t, res, 3);
+});
+
+t.test('a percent-encoded path counts like the path it routes to', async (t) => {
+  const app = await build(t, { env: { RATE_LIMIT_ANON_PER_MIN: '2' } });
+  for (const url of ['/%61pi/auth/login', '/api/auth/login']) {
+    const res = await app.inject({ method: 'POST', url, ...login });
+    t.equal(res.statusCode, 401);
+  }
+  limited(t, await app.inject({ method: 'POST', url: '/%61pi/auth/login', ...login }), 2);
+  limited(t, await app.inject({ method: 'GET', url: '/%61pi/no-such-route' }), 2);
+});

@@ -187,6 +187,14 @@ export function specValidator(): SpecValidator {
   return shared;
 }
 
+function decodedUrl(url: string): string {
+  try {
+    return decodeURI(url);
+  } catch {
+    return url;
+  }
+}
+
 /**
  * Adds an onSend hook that checks every response of a spec operation and reports each departure.
  * Docs routes and unknown-route 404s carry no operationId and are not checked; neither are HEAD and OPTIONS.
@@ -196,7 +204,8 @@ export function checkResponsesAgainstSpec(app: FastifyInstance, report: (problem
   app.addHook('onSend', async (request, reply, payload) => {
     const routed = request.routeOptions.config.operationId;
     if (routed === undefined || request.method === 'HEAD' || request.method === 'OPTIONS') return payload;
-    const op = validator.find(request.method, request.url);
+    // The router decodes the path; so does the match (`/%61pi/...` is `/api/...`).
+    const op = validator.find(request.method, decodedUrl(request.url));
     const where = `${request.method} ${request.url} → ${reply.statusCode}`;
     if (!op) report(`${where}: routed to ${routed}, which no operation of openapi.yaml matches`);
     else if (op.operationId !== routed) report(`${where}: routed to ${routed}, but openapi.yaml matches ${op.operationId}`);

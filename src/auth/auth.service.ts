@@ -16,6 +16,7 @@ import {
   replacePasswordHash,
   setRefreshTokenHash,
   setResetTokenHash,
+  storeLoginRefreshToken,
 } from '../users/users.repository.js';
 import { toUser, type User } from '../users/users.service.js';
 import { burnCompare, hashPassword, MAX_PASSWORD_BYTES, passwordFits, verifyPassword } from './passwords.js';
@@ -133,16 +134,20 @@ export async function login(app: FastifyInstance, log: FastifyBaseLogger, userna
   const check = await verifyPassword(password, user.password_hash, cost);
   if (!check.ok) throw new Unauthorized(BAD_LOGIN);
   if (!user.is_verified) throw new Forbidden('Email not verified');
+  let checkedHash = user.password_hash;
   if (check.needsRehash) {
     try {
-      await replacePasswordHash(app.db, user.id, user.password_hash, await hashPassword(password, cost));
+      const rehashed = await hashPassword(password, cost);
+      if (await replacePasswordHash(app.db, user.id, checkedHash, rehashed)) checkedHash = rehashed;
     } catch (err) {
       log.warn({ err, userId: user.id }, 'password rehash failed; the old hash stays valid');
     }
   }
+  // Signed before they are stored: a reset that lands after the store ends them (its cut-off is
+  // later), and one that landed before it makes the store fail.
   const accessToken = app.tokens.sign(user.id, 'access', app.config.accessTokenTtl);
   const refreshToken = app.tokens.sign(user.id, 'refresh', app.config.refreshTokenTtl);
-  await setRefreshTokenHash(app.db, user.id, digest(refreshToken));
+  if (!(await storeLoginRefreshToken(app.db, user.id, digest(refreshToken), checkedHash))) throw new Unauthorized(BAD_LOGIN);
   return { access_token: accessToken, refresh_token: refreshToken, token_type: 'bearer' };
 }
 
@@ -161,17 +166,25 @@ export async function logout(app: FastifyInstance, userId: number): Promise<void
 }
 
 /**
- * Mails a reset link when an account has this address; only the newest link works. Sent after
- * the answer, like the verification mail, so nothing reveals whether the account exists.
+ * Mails a reset link when an account has this address; only the newest link works. The token is
+ * stored and mailed after the answer, so neither body nor timing reveals whether the account exists.
  */
 export async function forgotPassword(app: FastifyInstance, log: FastifyBaseLogger, email: string): Promise<Message> {
   const user = await findUserByEmail(app.db, email);
-  if (user) {
-    const token = app.tokens.sign(user.id, 'reset', app.config.resetTokenTtl);
-    await setResetTokenHash(app.db, user.id, digest(token));
-    void sendQuietly(app, log, resetMail(app, user.email, token));
-  }
+  if (user) void issueResetToken(app, log, user.id, user.email);
   return { message: 'If an account uses this address, a password-reset e-mail has been sent' };
+}
+
+/** Stores the new reset token, superseding earlier ones, and mails its link; failures are logged. */
+async function issueResetToken(app: FastifyInstance, log: FastifyBaseLogger, userId: number, email: string): Promise<void> {
+  const token = app.tokens.sign(userId, 'reset', app.config.resetTokenTtl);
+  try {
+    await setResetTokenHash(app.db, userId, digest(token));
+  } catch (err) {
+    log.warn({ err, userId }, 'reset token could not be stored');
+    return;
+  }
+  await sendQuietly(app, log, resetMail(app, email, token));
 }
 
 /** Sets a new password with the latest reset token, once; ends every earlier token of the user. */
@@ -183,8 +196,8 @@ export async function resetPassword(app: FastifyInstance, token: string, passwor
   if (!user || user.reset_token_hash !== tokenHash) throw new BadRequest(BAD_RESET);
   const passwordHash = await hashPassword(password, app.config.bcryptCost);
   // Token issue times come from the wall clock (the jti), so the cut-off must too.
-  const cutOff = new Date();
-  if (!(await completePasswordReset(app.db, user.id, tokenHash, passwordHash, cutOff))) throw new BadRequest(BAD_RESET);
+  const cutOff = await completePasswordReset(app.db, user.id, tokenHash, passwordHash, () => new Date());
+  if (!cutOff) throw new BadRequest(BAD_RESET);
   // Tokens count as issued after the reset only from the next millisecond; answer no sooner, so a
   // login that follows the answer always gets tokens that work.
   while (Date.now() <= cutOff.getTime()) await sleep(1);

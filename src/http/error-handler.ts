@@ -1,11 +1,15 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError } from '../errors.js';
 
-/** Fastify's own client errors, reworded; anything else 4xx keeps Fastify's message. */
-const FASTIFY_DETAILS: Record<string, string> = {
-  FST_ERR_CTP_EMPTY_JSON_BODY: 'Malformed JSON body',
-  FST_ERR_CTP_INVALID_JSON_BODY: 'Malformed JSON body',
-  FST_ERR_CTP_BODY_TOO_LARGE: 'Request body is too large',
+/** Fastify's and its plugins' own client errors, reworded; anything else 4xx keeps its message. */
+const FRAMEWORK_ERRORS: Record<string, { status: number; detail: string }> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, detail: 'Request body is too large' },
+  // @fastify/multipart: a login form carries two fields and no files.
+  FST_FILES_LIMIT: { status: 422, detail: 'body must not contain files' },
+  FST_REQ_FILE_TOO_LARGE: { status: 422, detail: 'body must not contain files' },
+  FST_FIELDS_LIMIT: { status: 422, detail: 'body has too many fields' },
+  FST_PARTS_LIMIT: { status: 422, detail: 'body has too many fields' },
+  FST_PROTO_VIOLATION: { status: 422, detail: 'body/__proto__ is not an allowed property' },
 };
 
 /** The one place errors become `{detail}` bodies. 5xx details never carry internals. */
@@ -14,16 +18,20 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
     return reply.code(error.statusCode).headers(error.headers).send({ detail: error.message });
   }
   if (error.validation) return reply.code(422).send({ detail: error.message });
-  // A JSON parse failure surfaces as a SyntaxError with status 400.
-  if (error instanceof SyntaxError && error.statusCode === 400) return reply.code(400).send({ detail: 'Malformed JSON body' });
+  const known = FRAMEWORK_ERRORS[error.code];
+  if (known) return reply.code(known.status).send({ detail: known.detail });
   const status = error.statusCode ?? 500;
-  if (status >= 400 && status < 500) {
-    return reply.code(status).send({ detail: FASTIFY_DETAILS[error.code] ?? error.message });
-  }
+  if (status >= 400 && status < 500) return reply.code(status).send({ detail: error.message });
   request.log.error({ err: error }, 'unhandled error');
   return reply.code(500).send({ detail: 'Internal Server Error' });
 }
 
 export function notFoundHandler(_request: FastifyRequest, reply: FastifyReply) {
   return reply.code(404).send({ detail: 'Not Found' });
+}
+
+/** Errors Fastify raises before routing (a malformed URL, say), which skip the error handler. */
+export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply) {
+  const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+  return reply.code(status).send({ detail: error.code === 'FST_ERR_BAD_URL' ? 'Malformed URL' : error.message });
 }

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest, RouteHandlerMethod } from 'fastify';
-import { BadRequest, HttpError } from '../errors.js';
+import { BadRequest, HttpError, ValidationFailed } from '../errors.js';
 import { operationTable, type OperationId } from '../generated/operations.js';
+import { unstorableInput } from './input-guard.js';
 import type { OperationHandlers } from './operation-types.js';
 
 type Operation = (typeof operationTable)[OperationId];
@@ -8,6 +9,8 @@ type Operation = (typeof operationTable)[OperationId];
 declare module 'fastify' {
   interface FastifyContextConfig {
     operationId?: OperationId;
+    /** Whether the operation requires an access token (`security` in openapi.yaml). */
+    secured?: boolean;
     /** `x-rate-limit` of the operation in openapi.yaml. */
     rateLimitScope?: string | null;
   }
@@ -30,7 +33,17 @@ function checkContentType(operation: Operation) {
     if (type === undefined || !accepted.includes(type)) {
       throw new HttpError(415, `Unsupported Media Type: ${type ?? 'none'}`);
     }
+    if (type === 'multipart/form-data' && !/;\s*boundary=/i.test(request.headers['content-type'] ?? '')) {
+      throw new HttpError(415, 'Unsupported Media Type: multipart/form-data without a boundary');
+    }
   };
+}
+
+/** 422 for input no schema can refuse but the database cannot store (see input-guard.ts). */
+async function refuseUnstorableInput(request: FastifyRequest) {
+  const problem =
+    unstorableInput('params', request.params) ?? unstorableInput('querystring', request.query) ?? unstorableInput('body', request.body);
+  if (problem) throw new ValidationFailed(problem);
 }
 
 /** Trims the body fields marked `x-trim` before validation, so length bounds apply to the trimmed value. */
@@ -65,10 +78,13 @@ export function registerOperations(app: FastifyInstance, handlers: OperationHand
       method: operation.method,
       url: operation.url,
       schema: operation.schema as object,
-      config: { operationId, rateLimitScope: operation.rateLimit },
+      config: { operationId, secured: operation.secured, rateLimitScope: operation.rateLimit },
       onRequest: operation.secured ? [app.authenticate] : [],
       preParsing: operation.requestContentTypes.length > 0 ? [checkContentType(operation)] : [],
-      preValidation: operation.trimmedBodyFields.length > 0 ? [trimFields(operation.trimmedBodyFields)] : [],
+      preValidation: [
+        refuseUnstorableInput,
+        ...(operation.trimmedBodyFields.length > 0 ? [trimFields(operation.trimmedBodyFields)] : []),
+      ],
       handler,
     });
   }

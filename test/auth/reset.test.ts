@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap';
 import { smtpCapture } from '../helper.js';
+import { completePasswordReset, storeLoginRefreshToken } from '../../src/users/users.repository.js';
 import { bearer, buildAccountsApp, credentials, login, loggedInUser, register } from './accounts.js';
 
 const FORGOT_ANSWER = { message: 'If an account uses this address, a password-reset e-mail has been sent' };
@@ -109,10 +110,10 @@ t.test('a reset verifies an unverified account', async (t) => {
   await mailbox.next();
   t.equal((await login(app, creds.username, creds.password)).statusCode, 403);
   t.equal((await forgot(app, creds.email)).statusCode, 202);
-  const row = await app.db.selectFrom('users').select(['id', 'reset_token_hash']).where('email', '=', creds.email).executeTakeFirstOrThrow();
-  t.ok(row.reset_token_hash, 'a reset token is pending');
-  t.match(row.reset_token_hash, /^[0-9a-f]{64}$/, 'stored as a SHA-256 digest');
+  // The token is stored, then mailed, after the answer.
   const token = tokenOf(t, (await mailbox.next()).link);
+  const row = await app.db.selectFrom('users').select(['id', 'reset_token_hash']).where('email', '=', creds.email).executeTakeFirstOrThrow();
+  t.match(row.reset_token_hash, /^[0-9a-f]{64}$/, 'a reset token is pending, stored as a SHA-256 digest');
   t.equal((await reset(app, token)).statusCode, 200);
   t.equal((await login(app, creds.username, NEW_PASSWORD)).statusCode, 200);
   const after = await app.db.selectFrom('users').select(['is_verified', 'reset_token_hash']).where('id', '=', row.id).executeTakeFirstOrThrow();
@@ -155,4 +156,18 @@ t.test('an expired reset token is refused', async (t) => {
   const res = await reset(app, token);
   t.equal(res.statusCode, 400);
   t.same(res.json(), BAD_RESET);
+});
+
+t.test('a login that checked the old password cannot store its tokens once a reset landed', async (t) => {
+  const app = await buildAccountsApp(t);
+  const session = await loggedInUser(app);
+  const user = await app.db.selectFrom('users').selectAll().where('username', '=', session.username).executeTakeFirstOrThrow();
+  await app.db.updateTable('users').set({ reset_token_hash: 'pending-reset' }).where('id', '=', user.id).execute();
+  // The reset completes between the racing login's password check and its token store.
+  const cutOff = await completePasswordReset(app.db, user.id, 'pending-reset', 'new-hash', () => new Date());
+  t.type(cutOff, Date);
+  t.equal(await storeLoginRefreshToken(app.db, user.id, 'racing-refresh-hash', user.password_hash), false, 'the racing login is refused');
+  const after = await app.db.selectFrom('users').select(['refresh_token_hash', 'password_hash']).where('id', '=', user.id).executeTakeFirstOrThrow();
+  t.same(after, { refresh_token_hash: null, password_hash: 'new-hash' });
+  t.equal(await completePasswordReset(app.db, user.id, 'pending-reset', 'other-hash', () => new Date()), null, 'a used reset token completes nothing');
 });
