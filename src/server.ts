@@ -15,11 +15,19 @@ const app = await buildApp({ config });
 if (config.nodeEnv === 'production' && !config.redisUrl) {
   app.log.warn('REDIS_URL is not set: rate-limit counters and the cache are per instance, not shared');
 }
+let shuttingDown = false;
+// Answers given while shutting down close their connection: an idle keep-alive connection would
+// otherwise hold the close up for the whole keep-alive timeout.
+app.addHook('onSend', async (_request, reply, payload) => {
+  if (shuttingDown) reply.header('connection', 'close');
+  return payload;
+});
 await app.listen({ host: config.host, port: config.port });
 app.log.info(`Docs at ${config.publicBaseUrl}/docs`);
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.once(signal, () => {
+    shuttingDown = true;
     app.log.info({ signal }, 'closing: finishing requests in flight');
     // close() stops accepting connections, lets requests in flight finish, then runs onClose hooks.
     app.close().then(
