@@ -171,3 +171,14 @@ t.test('framework-level failures keep the {detail} shape', async (t) => {
   });
   error(t, logout, 400, 'Malformed JSON body');
 });
+
+t.test('every path works with or without its trailing slash', async (t) => {
+  const app = await buildAccountsApp(t);
+  const session = await loggedInUser(app);
+  for (const url of ['/api/contacts', '/api/contacts/', '/api/users/me/', '/healthz/']) {
+    const res = await app.inject({ method: 'GET', url, headers: bearer(session.accessToken) });
+    t.equal(res.statusCode, 200, url);
+  }
+  const anonymous = await app.inject({ method: 'GET', url: '/api/contacts' });
+  error(t, anonymous, 401, 'Not authenticated');
+});

@@ -71,7 +71,9 @@ export class SpecValidator {
   /** The spec operation serving `method` on `url`, if any. */
   find(method: string, url: string): SpecOperation | undefined {
     const path = url.split('?', 1)[0] ?? '';
-    const matches = this.#operations.filter((o) => o.op.method === method.toUpperCase() && o.pattern.test(path));
+    // The service, as openapi.yaml says, takes every path with or without its trailing slash.
+    const variants = [path, path.endsWith('/') ? path.slice(0, -1) : `${path}/`];
+    const matches = this.#operations.filter((o) => o.op.method === method.toUpperCase() && variants.some((p) => o.pattern.test(p)));
     // A literal path (`/api/contacts/get-upcoming-birthday`) wins over a template (`/api/contacts/{contact_id}`).
     return (matches.find((o) => !o.op.path.includes('{')) ?? matches[0])?.op;
   }
