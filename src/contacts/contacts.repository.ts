@@ -77,7 +77,12 @@ export async function updateContact(
   const { additional_data, ...plain } = fields;
   return db
     .updateTable('contacts')
-    .set({ ...plain, ...(additional_data === undefined ? {} : { additional_data: json(additional_data) }), updated_at: now })
+    .set({
+      ...plain,
+      ...(additional_data === undefined ? {} : { additional_data: json(additional_data) }),
+      // A write always moves updated_at, even within the millisecond of the previous one.
+      updated_at: sql<Date>`greatest(${now}::timestamptz, updated_at + interval '1 millisecond')`,
+    })
     .where('owner_id', '=', ownerId)
     .where('id', '=', id)
     .returning(COLUMNS)

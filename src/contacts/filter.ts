@@ -45,7 +45,7 @@ export type Condition =
 /** A filter expression that cannot be used; `message` is the API's `detail`. */
 export class FilterError extends Error {}
 
-const CONDITION_START = /^[A-Za-z_][A-Za-z0-9_]*:[A-Za-z_]+:/;
+const CONDITION_START = /[A-Za-z_][A-Za-z0-9_]*:[A-Za-z_]+:/y;
 const PHONE_SEPARATORS = /[ ().-]/g;
 
 const malformed = (why: string) => new FilterError(`Malformed filter expression: ${why}`);
@@ -119,7 +119,9 @@ function listEnd(text: string, start: number): number {
 /** Index of the comma that starts the next condition at or after `from`, or -1. */
 function nextConditionComma(text: string, from: number): number {
   for (let i = text.indexOf(',', from); i !== -1; i = text.indexOf(',', i + 1)) {
-    if (CONDITION_START.test(text.slice(i + 1, i + 80))) return i;
+    // Sticky: matched right after the comma, with no window on how long a name may be.
+    CONDITION_START.lastIndex = i + 1;
+    if (CONDITION_START.test(text)) return i;
   }
   return -1;
 }

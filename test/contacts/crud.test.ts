@@ -299,6 +299,17 @@ t.test('patch: any subset; an empty or read-only-only body changes nothing; same
   t.equal((await alice('GET', `/api/contacts/${created.id}`)).json().first_name, 'Janet');
 });
 
+t.test('writes within one millisecond still move updated_at, one millisecond at a time', async (t) => {
+  const { alice } = await setup(t);
+  const created = (await alice('POST', '/api/contacts/', contactBody())).json();
+  t.equal(created.updated_at, T0);
+  const first = (await alice('PATCH', `/api/contacts/${created.id}`, { first_name: 'Q' })).json();
+  t.equal(first.updated_at, '2025-06-15T12:00:00.124Z', 'the clock has not moved; updated_at still has');
+  const second = (await alice('PUT', `/api/contacts/${created.id}`, contactBody())).json();
+  t.equal(second.updated_at, '2025-06-15T12:00:00.125Z');
+  t.equal(second.created_at, T0);
+});
+
 t.test('delete: 200 with the deleted contact; then 404; never another user\'s', async (t) => {
   const { alice, bob } = await setup(t);
   const contact = (await alice('POST', '/api/contacts/', contactBody({ additional_data: { x: 1 } }))).json();

@@ -190,3 +190,10 @@ t.test('length and condition caps', async (t) => {
   // A long value with many commas that never start a condition stays one value, parsed in linear-ish time.
   t.equal(parseFilter(`first_name:eq:${',a'.repeat(990)}`).length, 1);
 });
+
+t.test('a comma starts a condition however long its field and operator names are', async (t) => {
+  const field = 'a'.repeat(100);
+  t.equal(errorOf(`first_name:eq:John,${field}:eq:x`), `Invalid filter field '${field}'`);
+  const operator = 'z'.repeat(100);
+  t.equal(errorOf(`first_name:eq:John,first_name:${operator}:x`), `Invalid filter operator '${operator}' for field 'first_name'`);
+});
