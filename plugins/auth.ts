@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fastifyJwt from '@fastify/jwt';
 import type { FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { Unauthorized } from '../src/errors.js';
+import { Unauthorized } from './http/errors.js';
 
 export type TokenType = 'access' | 'refresh' | 'verify' | 'reset';
 

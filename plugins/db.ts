@@ -2,12 +2,12 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
+import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { Kysely, PostgresDialect, type PostgresPool } from 'kysely';
+import { Kysely, type Migration, PostgresDialect, type PostgresPool } from 'kysely';
 import pg from 'pg';
-import type { Database } from '../src/db/database.js';
-import { migrateToLatest } from '../src/db/migrate.js';
-import { PGlitePool } from '../src/db/pglite-pool.js';
+import { migrateToLatest } from './migrate.js';
+import { PGlitePool } from './pglite-pool.js';
 
 const DATE_OID = 1082;
 const INT8_OID = 20;
@@ -20,11 +20,11 @@ const int8 = (value: string) => Number(value);
  * `embeddedDir`. `onIdleError` hears about pooled connections the server dropped (a restart, say):
  * pg emits those as 'error' events, which would otherwise end the process.
  */
-export async function openDatabase(
+export async function openDatabase<DB>(
   databaseUrl: string | null,
   embeddedDir: string,
   onIdleError: (error: Error) => void = () => {},
-): Promise<Kysely<Database>> {
+): Promise<Kysely<DB>> {
   let pool: PostgresPool;
   if (databaseUrl) {
     const pgPool = new pg.Pool({
@@ -48,24 +48,26 @@ export async function openDatabase(
     });
     pool = new PGlitePool(pglite);
   }
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
 }
 
-declare module 'fastify' {
-  interface FastifyInstance {
-    db: Kysely<Database>;
-  }
+export interface DbOptions {
+  /** The schema's migrations, applied in key order before the app serves. */
+  migrations: Record<string, Migration>;
 }
 
-/** `app.db`: Kysely over PostgreSQL or embedded PGlite, migrated to the latest schema before the app serves. */
-export default fp(
-  async (app) => {
+/**
+ * `app.db`: Kysely over PostgreSQL or embedded PGlite, migrated to the latest schema before the app
+ * serves. The features declare its table types (`FastifyInstance['db']`), so this plugin knows none.
+ */
+export default fp<DbOptions>(
+  async (app, { migrations }) => {
     const { databaseUrl, dataDir } = app.config;
-    const db = await openDatabase(databaseUrl, path.join(dataDir, 'pgdata'), (error) =>
+    const db = await openDatabase<FastifyInstance['db'] extends Kysely<infer DB> ? DB : never>(databaseUrl, path.join(dataDir, 'pgdata'), (error) =>
       app.log.warn({ err: error }, 'an idle database connection was closed by the server'),
     );
     try {
-      const applied = await migrateToLatest(db);
+      const applied = await migrateToLatest(db, migrations);
       if (applied.length > 0) app.log.info({ migrations: applied }, 'database migrated');
     } catch (error) {
       await db.destroy();

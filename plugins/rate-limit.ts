@@ -1,7 +1,7 @@
 import fastifyRateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { TooManyRequests } from '../src/errors.js';
+import { TooManyRequests } from './http/errors.js';
 import { bearerToken } from './auth.js';
 
 interface Bucket {

@@ -13,8 +13,9 @@ import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { loadConfig } from '../plugins/config.js';
 import { openDatabase } from '../plugins/db.js';
-import type { ContactsTable } from '../src/db/database.js';
-import { migrateToLatest } from '../src/db/migrate.js';
+import type { ContactsTable, Database } from '../src/db/database.js';
+import { migrateToLatest } from '../plugins/migrate.js';
+import { migrations } from '../src/db/migrations/index.js';
 
 const USAGE = `Usage: npm run seed -- --users U --contacts-per-user C [options]
   --seed N        random seed (default 42): the same seed gives the same data
@@ -100,10 +101,10 @@ function progress(total: number): (done: number) => void {
 }
 
 const config = await loadConfig();
-const db = await openDatabase(config.databaseUrl, path.join(config.dataDir, 'pgdata'));
+const db = await openDatabase<Database>(config.databaseUrl, path.join(config.dataDir, 'pgdata'));
 const started = Date.now();
 try {
-  await migrateToLatest(db);
+  await migrateToLatest(db, migrations);
   const { count } = await db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow();
   if (count > 0) {
     if (!values.force) {

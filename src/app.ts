@@ -7,20 +7,21 @@ import cachePlugin from '../plugins/cache.js';
 import configPlugin, { type AppConfig, loadConfig } from '../plugins/config.js';
 import dbPlugin from '../plugins/db.js';
 import docsPlugin from '../plugins/docs.js';
+import httpPlugin, { httpServerOptions } from '../plugins/http.js';
+import { registerOperations } from '../plugins/http/operations.js';
 import mailPlugin, { type MailOptions } from '../plugins/mail.js';
 import rateLimitPlugin from '../plugins/rate-limit.js';
 import redisPlugin from '../plugins/redis.js';
+import { isTokenCurrent } from './auth/auth.repository.js';
 import { authHandlers } from './auth/auth.routes.js';
 import { contactsHandlers } from './contacts/contacts.routes.js';
-import { errorHandler, frameworkErrors, notFoundHandler } from './http/error-handler.js';
-import { parseJsonBody } from './http/json-body.js';
-import type { OperationHandlers } from './http/operation-types.js';
-import { registerOperations } from './http/register-operations.js';
-import { compileValidator, formatSchemaError } from './http/validation.js';
-import { operationsHandlers } from './operations/operations.routes.js';
+import { migrations } from './db/migrations/index.js';
+import { docsHandlers } from './docs/docs.routes.js';
+import { operationTable } from './generated/operations.js';
+import { healthHandlers } from './health/health.routes.js';
+import type { OperationHandlers } from './operation-types.js';
 import { pagesHandlers } from './pages/pages.routes.js';
 import { usersHandlers } from './users/users.routes.js';
-import { isTokenCurrent } from './users/users.repository.js';
 
 export interface BuildOptions {
   /** Settings; read from the environment when absent. */
@@ -30,8 +31,6 @@ export interface BuildOptions {
   /** The current time; tests move it to exercise dates. */
   now?: () => Date;
 }
-
-const MiB = 1024 * 1024;
 
 /** Headers a browser client may read across origins. */
 const EXPOSED_HEADERS = [
@@ -54,28 +53,19 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
         req: (req) => ({ method: req.method, url: req.url.replace(/([?&]token=)[^&]*/g, '$1[REDACTED]'), remoteAddress: req.ip }),
       },
     },
+    ...httpServerOptions,
     trustProxy: config.trustProxy,
-    bodyLimit: MiB,
-    routerOptions: { ignoreTrailingSlash: true },
     requestIdHeader: 'x-request-id',
     genReqId: () => crypto.randomUUID(),
-    schemaErrorFormatter: formatSchemaError,
-    frameworkErrors,
-    return503OnClosing: true,
     // A first start on the embedded default creates the database (initdb, then migrations), which can outlast the 10 s default.
     pluginTimeout: 120_000,
   });
-  app.setValidatorCompiler(compileValidator);
-  app.setErrorHandler(errorHandler);
-  app.setNotFoundHandler(notFoundHandler);
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
-
   await app.register(configPlugin, { config });
-  await app.register(dbPlugin);
+  await app.register(httpPlugin);
+  await app.register(dbPlugin, { migrations });
   await app.register(redisPlugin);
   await app.register(cachePlugin);
-  await app.register(authPlugin, { isTokenCurrent: (userId, issuedAt) => isTokenCurrent(app.db, userId, issuedAt) });
+  await app.register(authPlugin, { isTokenCurrent: (userId, issuedAtMs) => isTokenCurrent(app.db, userId, issuedAtMs) });
   await app.register(rateLimitPlugin);
   await app.register(mailPlugin, options.mail ?? {});
   await app.register(cors, { origin: config.corsOrigins.length > 0 ? config.corsOrigins : false, exposedHeaders: EXPOSED_HEADERS });
@@ -89,9 +79,10 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
     ...usersHandlers,
     ...contactsHandlers,
     ...pagesHandlers,
-    ...operationsHandlers,
+    ...healthHandlers,
+    ...docsHandlers,
   };
-  registerOperations(app, handlers);
+  registerOperations(app, operationTable, handlers);
   return app;
 }
 

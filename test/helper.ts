@@ -13,7 +13,8 @@ import { SMTPServer } from 'smtp-server';
 import { buildApp, type BuildOptions } from '../src/app.js';
 import { loadConfig, type AppConfig } from '../plugins/config.js';
 import { openDatabase } from '../plugins/db.js';
-import { migrateToLatest } from '../src/db/migrate.js';
+import { migrateToLatest } from '../plugins/migrate.js';
+import { migrations } from '../src/db/migrations/index.js';
 import { checkResponsesAgainstSpec } from './spec-validator.js';
 
 export type Backend = 'postgres' | 'embedded';
@@ -60,7 +61,7 @@ async function embeddedTemplate(): Promise<string> {
   await mkdir(path.dirname(template), { recursive: true });
   const building = `${template}.${uniqueName()}`;
   const db = await openDatabase(null, building);
-  await migrateToLatest(db);
+  await migrateToLatest(db, migrations);
   await db.destroy();
   // Parallel test files may race to build it; the first rename wins and the rest are discarded.
   await rename(building, template).catch(() => rm(building, { recursive: true, force: true }));

@@ -1,25 +1,31 @@
-import type { OperationHandlers } from '../http/operation-types.js';
+import type { OperationHandlers } from '../operation-types.js';
 import * as auth from './auth.service.js';
 
+/** Handlers of the account operations in openapi.yaml. */
 export const authHandlers = {
-  registerUser: async (request) => ({ status: 201, body: await auth.register(request.server, request.log, request.body) }),
-  verifyEmail: async (request) => ({ status: 200, body: await auth.verifyEmail(request.server, request.query.token) }),
-  requestVerification: async (request) => ({
-    status: 202,
-    body: await auth.requestVerification(request.server, request.log, request.body.email),
-  }),
-  login: async (request) => ({
-    status: 200,
-    body: await auth.login(request.server, request.log, request.body.username, request.body.password),
-  }),
-  refreshToken: async (request) => ({ status: 200, body: await auth.refresh(request.server, request.body.refresh_token) }),
-  logout: async (request) => {
+  async registerUser(request) {
+    return { status: 201, body: await auth.registerUser(request.server, request.body) };
+  },
+  async verifyEmail(request) {
+    return { status: 200, body: await auth.verifyEmail(request.server, request.query.token) };
+  },
+  async requestVerification(request) {
+    return { status: 202, body: await auth.requestVerification(request.server, request.body.email) };
+  },
+  async login(request) {
+    return { status: 200, body: await auth.login(request.server, request.body.username, request.body.password) };
+  },
+  async refreshToken(request) {
+    return { status: 200, body: await auth.refreshToken(request.server, request.body.refresh_token) };
+  },
+  async logout(request) {
     await auth.logout(request.server, request.userId);
     return { status: 204, body: undefined };
   },
-  forgotPassword: async (request) => ({ status: 202, body: await auth.forgotPassword(request.server, request.log, request.body.email) }),
-  resetPassword: async (request) => ({
-    status: 200,
-    body: await auth.resetPassword(request.server, request.body.token, request.body.password),
-  }),
+  async forgotPassword(request) {
+    return { status: 202, body: await auth.forgotPassword(request.server, request.body.email) };
+  },
+  async resetPassword(request) {
+    return { status: 200, body: await auth.resetPassword(request.server, request.body.token, request.body.password) };
+  },
 } satisfies Partial<OperationHandlers>;

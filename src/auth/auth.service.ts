@@ -1,25 +1,23 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { issuedAtMs } from '../../plugins/auth.js';
 import type { MailMessage } from '../../plugins/mail.js';
-import { BadRequest, Conflict, Forbidden, Unauthorized, ValidationFailed } from '../errors.js';
+import { BadRequest, Conflict, Forbidden, Unauthorized, ValidationFailed } from '../../plugins/http/errors.js';
 import type { components } from '../generated/openapi.js';
+import { findTaken, findUserByEmail, findUserById, findUserByLogin, insertUser, markVerified } from '../users/users.repository.js';
 import {
   completePasswordReset,
-  findTaken,
-  findUserByEmail,
-  findUserById,
-  findUserByLogin,
-  insertUser,
-  markVerified,
   replacePasswordHash,
   setRefreshTokenHash,
   setResetTokenHash,
   storeLoginRefreshToken,
-} from '../users/users.repository.js';
+} from './auth.repository.js';
 import { toUser, type User } from '../users/users.service.js';
 import { burnCompare, hashPassword, MAX_PASSWORD_BYTES, passwordFits, verifyPassword } from './passwords.js';
+
+/** What the account operations need from the app. */
+export type AuthDeps = Pick<FastifyInstance, 'db' | 'config' | 'tokens' | 'mail' | 'log'>;
 
 type TokenPair = components['schemas']['TokenPair'];
 type Message = components['schemas']['Message'];
@@ -50,18 +48,18 @@ function uniqueViolation(error: unknown): 'username' | 'email' | null {
 }
 
 /** Sends a mail; a failure is logged, never passed on (the user can ask for another link). */
-async function sendQuietly(app: FastifyInstance, log: FastifyBaseLogger, message: MailMessage): Promise<void> {
+async function sendQuietly(deps: AuthDeps, message: MailMessage): Promise<void> {
   try {
-    await app.mail.send(message);
+    await deps.mail.send(message);
   } catch (err) {
-    log.warn({ err, subject: message.subject }, 'mail could not be sent');
+    deps.log.warn({ err, subject: message.subject }, 'mail could not be sent');
   }
 }
 
-function verificationMail(app: FastifyInstance, to: string, userId: number): MailMessage {
-  const token = app.tokens.sign(userId, 'verify', app.config.verifyTokenTtl);
-  const link = `${app.config.publicBaseUrl}/api/auth/verify-email?token=${encodeURIComponent(token)}`;
-  const days = Math.round(app.config.verifyTokenTtl / 86_400);
+function verificationMail(deps: AuthDeps, to: string, userId: number): MailMessage {
+  const token = deps.tokens.sign(userId, 'verify', deps.config.verifyTokenTtl);
+  const link = `${deps.config.publicBaseUrl}/api/auth/verify-email?token=${encodeURIComponent(token)}`;
+  const days = Math.round(deps.config.verifyTokenTtl / 86_400);
   return {
     to,
     subject: 'Verify your e-mail address',
@@ -69,9 +67,9 @@ function verificationMail(app: FastifyInstance, to: string, userId: number): Mai
   };
 }
 
-function resetMail(app: FastifyInstance, to: string, token: string): MailMessage {
-  const link = `${app.config.publicBaseUrl}/reset-password?token=${encodeURIComponent(token)}`;
-  const minutes = Math.round(app.config.resetTokenTtl / 60);
+function resetMail(deps: AuthDeps, to: string, token: string): MailMessage {
+  const link = `${deps.config.publicBaseUrl}/reset-password?token=${encodeURIComponent(token)}`;
+  const minutes = Math.round(deps.config.resetTokenTtl / 60);
   return {
     to,
     subject: 'Reset your password',
@@ -80,19 +78,15 @@ function resetMail(app: FastifyInstance, to: string, token: string): MailMessage
 }
 
 /** Creates an unverified user and mails the verification link. */
-export async function register(
-  app: FastifyInstance,
-  log: FastifyBaseLogger,
-  input: { username: string; email: string; password: string },
-): Promise<User> {
+export async function registerUser(deps: AuthDeps, input: { username: string; email: string; password: string }): Promise<User> {
   checkPasswordBytes(input.password);
-  const taken = await findTaken(app.db, input.username, input.email);
+  const taken = await findTaken(deps.db, input.username, input.email);
   if (taken.username) throw new Conflict(USERNAME_TAKEN);
   if (taken.email) throw new Conflict(EMAIL_TAKEN);
-  const passwordHash = await hashPassword(input.password, app.config.bcryptCost);
+  const passwordHash = await hashPassword(input.password, deps.config.bcryptCost);
   let row;
   try {
-    row = await insertUser(app.db, { username: input.username, email: input.email, password_hash: passwordHash });
+    row = await insertUser(deps.db, { username: input.username, email: input.email, password_hash: passwordHash });
   } catch (error) {
     // A concurrent registration won the race between the check above and the insert.
     const field = uniqueViolation(error);
@@ -100,16 +94,16 @@ export async function register(
     if (field === 'email') throw new Conflict(EMAIL_TAKEN);
     throw error;
   }
-  await sendQuietly(app, log, verificationMail(app, row.email, row.id));
+  await sendQuietly(deps, verificationMail(deps, row.email, row.id));
   return toUser(row);
 }
 
 /** Marks the e-mail of the token's user verified. */
-export async function verifyEmail(app: FastifyInstance, token: string): Promise<Message> {
-  const claims = app.tokens.verify(token, 'verify');
-  const user = claims ? await findUserById(app.db, Number(claims.sub)) : undefined;
+export async function verifyEmail(deps: AuthDeps, token: string): Promise<Message> {
+  const claims = deps.tokens.verify(token, 'verify');
+  const user = claims ? await findUserById(deps.db, Number(claims.sub)) : undefined;
   if (!user) throw new BadRequest(BAD_VERIFY);
-  if (user.is_verified || !(await markVerified(app.db, user.id))) return { message: 'Email already verified' };
+  if (user.is_verified || !(await markVerified(deps.db, user.id))) return { message: 'Email already verified' };
   return { message: 'Email verified' };
 }
 
@@ -117,16 +111,16 @@ export async function verifyEmail(app: FastifyInstance, token: string): Promise<
  * Mails a new verification link when an unverified account has this address. The mail goes out
  * after the answer, so neither the body nor the timing tells whether the account exists.
  */
-export async function requestVerification(app: FastifyInstance, log: FastifyBaseLogger, email: string): Promise<Message> {
-  const user = await findUserByEmail(app.db, email);
-  if (user && !user.is_verified) void sendQuietly(app, log, verificationMail(app, user.email, user.id));
+export async function requestVerification(deps: AuthDeps, email: string): Promise<Message> {
+  const user = await findUserByEmail(deps.db, email);
+  if (user && !user.is_verified) void sendQuietly(deps, verificationMail(deps, user.email, user.id));
   return { message: 'If an unverified account uses this address, a verification e-mail has been sent' };
 }
 
 /** Checks the password (username or e-mail, ignoring case) and issues a token pair; the refresh token replaces any stored before. */
-export async function login(app: FastifyInstance, log: FastifyBaseLogger, username: string, password: string): Promise<TokenPair> {
-  const cost = app.config.bcryptCost;
-  const user = await findUserByLogin(app.db, username);
+export async function login(deps: AuthDeps, username: string, password: string): Promise<TokenPair> {
+  const cost = deps.config.bcryptCost;
+  const user = await findUserByLogin(deps.db, username);
   if (!user) {
     await burnCompare(password, cost);
     throw new Unauthorized(BAD_LOGIN);
@@ -138,65 +132,65 @@ export async function login(app: FastifyInstance, log: FastifyBaseLogger, userna
   if (check.needsRehash) {
     try {
       const rehashed = await hashPassword(password, cost);
-      if (await replacePasswordHash(app.db, user.id, checkedHash, rehashed)) checkedHash = rehashed;
+      if (await replacePasswordHash(deps.db, user.id, checkedHash, rehashed)) checkedHash = rehashed;
     } catch (err) {
-      log.warn({ err, userId: user.id }, 'password rehash failed; the old hash stays valid');
+      deps.log.warn({ err, userId: user.id }, 'password rehash failed; the old hash stays valid');
     }
   }
   // Signed before they are stored: a reset that lands after the store ends them (its cut-off is
   // later), and one that landed before it makes the store fail.
-  const accessToken = app.tokens.sign(user.id, 'access', app.config.accessTokenTtl);
-  const refreshToken = app.tokens.sign(user.id, 'refresh', app.config.refreshTokenTtl);
-  if (!(await storeLoginRefreshToken(app.db, user.id, digest(refreshToken), checkedHash))) throw new Unauthorized(BAD_LOGIN);
+  const accessToken = deps.tokens.sign(user.id, 'access', deps.config.accessTokenTtl);
+  const refreshToken = deps.tokens.sign(user.id, 'refresh', deps.config.refreshTokenTtl);
+  if (!(await storeLoginRefreshToken(deps.db, user.id, digest(refreshToken), checkedHash))) throw new Unauthorized(BAD_LOGIN);
   return { access_token: accessToken, refresh_token: refreshToken, token_type: 'bearer' };
 }
 
 /** A new access token for the stored refresh token, which is returned unchanged. */
-export async function refresh(app: FastifyInstance, refreshToken: string): Promise<TokenPair> {
-  const claims = app.tokens.verify(refreshToken, 'refresh');
-  const user = claims ? await findUserById(app.db, Number(claims.sub)) : undefined;
+export async function refreshToken(deps: AuthDeps, refreshToken: string): Promise<TokenPair> {
+  const claims = deps.tokens.verify(refreshToken, 'refresh');
+  const user = claims ? await findUserById(deps.db, Number(claims.sub)) : undefined;
   if (!claims || !user || user.refresh_token_hash !== digest(refreshToken)) throw new Unauthorized(BAD_REFRESH);
   if (user.tokens_valid_after && issuedAtMs(claims) <= user.tokens_valid_after.getTime()) throw new Unauthorized(BAD_REFRESH);
-  return { access_token: app.tokens.sign(user.id, 'access', app.config.accessTokenTtl), refresh_token: refreshToken, token_type: 'bearer' };
+  return { access_token: deps.tokens.sign(user.id, 'access', deps.config.accessTokenTtl), refresh_token: refreshToken, token_type: 'bearer' };
 }
 
 /** Revokes the stored refresh token; access tokens live out their lifetime. */
-export async function logout(app: FastifyInstance, userId: number): Promise<void> {
-  await setRefreshTokenHash(app.db, userId, null);
+export async function logout(deps: AuthDeps, userId: number): Promise<void> {
+  await setRefreshTokenHash(deps.db, userId, null);
 }
 
 /**
  * Mails a reset link when an account has this address; only the newest link works. The token is
  * stored and mailed after the answer, so neither body nor timing reveals whether the account exists.
  */
-export async function forgotPassword(app: FastifyInstance, log: FastifyBaseLogger, email: string): Promise<Message> {
-  const user = await findUserByEmail(app.db, email);
-  if (user) void issueResetToken(app, log, user.id, user.email);
+export async function forgotPassword(deps: AuthDeps, email: string): Promise<Message> {
+  const user = await findUserByEmail(deps.db, email);
+  if (user) void issueResetToken(deps, user.id, user.email);
   return { message: 'If an account uses this address, a password-reset e-mail has been sent' };
 }
 
 /** Stores the new reset token, superseding earlier ones, and mails its link; failures are logged. */
-async function issueResetToken(app: FastifyInstance, log: FastifyBaseLogger, userId: number, email: string): Promise<void> {
-  const token = app.tokens.sign(userId, 'reset', app.config.resetTokenTtl);
+async function issueResetToken(deps: AuthDeps, userId: number, email: string): Promise<void> {
+  const token = deps.tokens.sign(userId, 'reset', deps.config.resetTokenTtl);
   try {
-    await setResetTokenHash(app.db, userId, digest(token));
+    await setResetTokenHash(deps.db, userId, digest(token));
   } catch (err) {
-    log.warn({ err, userId }, 'reset token could not be stored');
+    deps.log.warn({ err, userId }, 'reset token could not be stored');
     return;
   }
-  await sendQuietly(app, log, resetMail(app, email, token));
+  await sendQuietly(deps, resetMail(deps, email, token));
 }
 
 /** Sets a new password with the latest reset token, once; ends every earlier token of the user. */
-export async function resetPassword(app: FastifyInstance, token: string, password: string): Promise<Message> {
+export async function resetPassword(deps: AuthDeps, token: string, password: string): Promise<Message> {
   checkPasswordBytes(password);
-  const claims = app.tokens.verify(token, 'reset');
-  const user = claims ? await findUserById(app.db, Number(claims.sub)) : undefined;
+  const claims = deps.tokens.verify(token, 'reset');
+  const user = claims ? await findUserById(deps.db, Number(claims.sub)) : undefined;
   const tokenHash = digest(token);
   if (!user || user.reset_token_hash !== tokenHash) throw new BadRequest(BAD_RESET);
-  const passwordHash = await hashPassword(password, app.config.bcryptCost);
+  const passwordHash = await hashPassword(password, deps.config.bcryptCost);
   // Token issue times come from the wall clock (the jti), so the cut-off must too.
-  const cutOff = await completePasswordReset(app.db, user.id, tokenHash, passwordHash, () => new Date());
+  const cutOff = await completePasswordReset(deps.db, user.id, tokenHash, passwordHash, () => new Date());
   if (!cutOff) throw new BadRequest(BAD_RESET);
   // Tokens count as issued after the reset only from the next millisecond; answer no sooner, so a
   // login that follows the answer always gets tokens that work.

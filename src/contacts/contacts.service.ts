@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { BadRequest, Conflict, NotFound, ValidationFailed } from '../errors.js';
+import { BadRequest, Conflict, NotFound, ValidationFailed } from '../../plugins/http/errors.js';
 import type { components } from '../generated/openapi.js';
 import { birthdayWindow } from './birthdays.js';
 import * as repository from './contacts.repository.js';
@@ -157,7 +157,7 @@ export async function replaceContact(deps: ContactsDeps, ownerId: number, id: nu
  * PATCH: any subset of the writable fields. With at least one, a write (even with unchanged values);
  * with none, the contact as stored.
  */
-export async function patchContact(deps: ContactsDeps, ownerId: number, id: number, body: ContactPatch): Promise<Contact> {
+export async function updateContact(deps: ContactsDeps, ownerId: number, id: number, body: ContactPatch): Promise<Contact> {
   const fields = writableFields(body);
   if (Object.keys(fields).length === 0) {
     const row = await repository.findContact(deps.db, ownerId, id);

@@ -1,4 +1,4 @@
-import type { ColumnType, Generated } from 'kysely';
+import type { ColumnType, Generated, Kysely } from 'kysely';
 
 /** Timestamps come back as Date and go in as Date or ISO strings. */
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
@@ -39,4 +39,11 @@ export interface ContactsTable {
 export interface Database {
   users: UsersTable;
   contacts: ContactsTable;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Kysely over this schema (plugins/db.ts). */
+    db: Kysely<Database>;
+  }
 }

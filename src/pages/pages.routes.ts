@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { OperationHandlers } from '../http/operation-types.js';
+import type { OperationHandlers } from '../operation-types.js';
 
 const STYLE = `
 body { font: 16px/1.5 system-ui, sans-serif; max-width: 26rem; margin: 3rem auto; padding: 0 1rem; color: #1f2328; }
@@ -91,9 +91,11 @@ const CONTENT_SECURITY_POLICY = [
 
 /** HTML pages for people: the page the password-reset mail links to. */
 export const pagesHandlers = {
-  getResetPasswordPage: async () => ({
-    status: 200,
-    body: PAGE,
-    headers: { 'Referrer-Policy': 'no-referrer', 'Content-Security-Policy': CONTENT_SECURITY_POLICY },
-  }),
+  async getResetPasswordPage() {
+    return {
+      status: 200,
+      body: PAGE,
+      headers: { 'Referrer-Policy': 'no-referrer', 'Content-Security-Policy': CONTENT_SECURITY_POLICY },
+    };
+  },
 } satisfies Partial<OperationHandlers>;

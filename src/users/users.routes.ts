@@ -1,6 +1,9 @@
-import type { OperationHandlers } from '../http/operation-types.js';
-import { getCurrentUser } from './users.service.js';
+import type { OperationHandlers } from '../operation-types.js';
+import * as users from './users.service.js';
 
+/** Handlers of the users operations in openapi.yaml. */
 export const usersHandlers = {
-  getCurrentUser: async (request) => ({ status: 200, body: await getCurrentUser(request.server.db, request.userId) }),
+  async getCurrentUser(request) {
+    return { status: 200, body: await users.getCurrentUser(request.server, request.userId) };
+  },
 } satisfies Partial<OperationHandlers>;

@@ -1,10 +1,12 @@
-import type { Kysely } from 'kysely';
-import { Unauthorized } from '../errors.js';
-import type { Database } from '../db/database.js';
+import type { FastifyInstance } from 'fastify';
+import { Unauthorized } from '../../plugins/http/errors.js';
 import type { components } from '../generated/openapi.js';
 import { findUserById, type UserRow } from './users.repository.js';
 
 export type User = components['schemas']['User'];
+
+/** What the users operations need from the app. */
+export type UsersDeps = Pick<FastifyInstance, 'db'>;
 
 /** The API shape of a user: never the password hash or token hashes. */
 export function toUser(row: UserRow): User {
@@ -19,8 +21,8 @@ export function toUser(row: UserRow): User {
 }
 
 /** The authenticated user; 401 if the account vanished since the token was checked. */
-export async function getCurrentUser(db: Kysely<Database>, userId: number): Promise<User> {
-  const row = await findUserById(db, userId);
+export async function getCurrentUser(deps: UsersDeps, userId: number): Promise<User> {
+  const row = await findUserById(deps.db, userId);
   if (!row) throw new Unauthorized();
   return toUser(row);
 }

@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import { smtpCapture } from '../helper.js';
-import { completePasswordReset, storeLoginRefreshToken } from '../../src/users/users.repository.js';
+import { completePasswordReset, storeLoginRefreshToken } from '../../src/auth/auth.repository.js';
 import { bearer, buildAccountsApp, credentials, login, loggedInUser, register } from './accounts.js';
 
 const FORGOT_ANSWER = { message: 'If an account uses this address, a password-reset e-mail has been sent' };

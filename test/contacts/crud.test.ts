@@ -1,7 +1,7 @@
 /** Create, get, replace, patch and delete: status, body and headers as the contract fixes them. */
 import t, { type Test } from 'tap';
 import { applyContactRules } from '../../src/contacts/contacts.service.js';
-import { ValidationFailed } from '../../src/errors.js';
+import { ValidationFailed } from '../../plugins/http/errors.js';
 import { as, buildContactsApp, contactBody, createUser } from './fixtures.js';
 
 const T0 = '2025-06-15T12:00:00.123Z';

@@ -8,7 +8,8 @@ import { createServer } from 'node:net';
 import t, { type Test } from 'tap';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { migrateToLatest } from '../../src/db/migrate.js';
+import { migrateToLatest } from '../../plugins/migrate.js';
+import { migrations } from '../../src/db/migrations/index.js';
 import { backend, smtpCapture, testEnv } from '../helper.js';
 
 const onlyOnPostgres = { skip: backend !== 'postgres' && 'two processes cannot share one embedded database' };
@@ -188,7 +189,7 @@ t.test('concurrent migrations of one empty database serialise on the migrator lo
     await first.destroy();
     await second.destroy();
   });
-  const [appliedByFirst, appliedBySecond] = await Promise.all([migrateToLatest(first), migrateToLatest(second)]);
+  const [appliedByFirst, appliedBySecond] = await Promise.all([migrateToLatest(first, migrations), migrateToLatest(second, migrations)]);
   const all = [...appliedByFirst, ...appliedBySecond].sort();
   t.same(all, [...new Set(all)], 'no migration ran twice');
   t.ok(appliedByFirst.length === 0 || appliedBySecond.length === 0, 'one migrator applied everything, the other found it done');

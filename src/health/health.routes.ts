@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
-import { ServiceUnavailable } from '../errors.js';
-import type { OperationHandlers } from '../http/operation-types.js';
+import { ServiceUnavailable } from '../../plugins/http/errors.js';
+import type { OperationHandlers } from '../operation-types.js';
 
 /** A dependency that does not answer within this long counts as down, so a probe never hangs. */
 const PROBE_TIMEOUT_MS = 2000;
@@ -21,11 +21,13 @@ async function probeFailure(probe: () => Promise<unknown>): Promise<unknown> {
   }
 }
 
-/** Health probes and the contract itself. */
-export const operationsHandlers = {
-  getHealth: async () => ({ status: 200, body: { status: 'ok' } }),
+/** Liveness and readiness probes. */
+export const healthHandlers = {
+  async getHealth() {
+    return { status: 200, body: { status: 'ok' } };
+  },
 
-  getReadiness: async (request) => {
+  async getReadiness(request) {
     const app = request.server;
     const dbFailure = await probeFailure(() => sql`select 1`.execute(app.db));
     if (dbFailure) {
@@ -41,8 +43,4 @@ export const operationsHandlers = {
     }
     return { status: 200, body: { status: 'ok' } };
   },
-
-  getOpenApiJson: async (request) => ({ status: 200, body: request.server.openapi.document }),
-
-  getOpenApiYaml: async (request) => ({ status: 200, body: request.server.openapi.yaml }),
 } satisfies Partial<OperationHandlers>;

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
-import type { operations } from '../generated/openapi.js';
-import type { DefaultedQuery, OperationId, SuccessHeaders, operationTable } from '../generated/operations.js';
+import type { operations } from './generated/openapi.js';
+import type { DefaultedQuery, OperationId, SuccessHeaders, operationTable } from './generated/operations.js';
 
 /*
  * Handler types derived from openapi.yaml. A handler receives the validated request and returns

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { parse } from 'secure-json-parse';
-import { BadRequest, ValidationFailed } from '../errors.js';
+import { BadRequest, ValidationFailed } from './errors.js';
 
 /**
  * The JSON body parser. Fastify's own reports every failure as invalid JSON; here valid JSON that

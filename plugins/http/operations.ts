@@ -1,17 +1,36 @@
 import type { FastifyInstance, FastifyRequest, RouteHandlerMethod } from 'fastify';
-import { BadRequest, HttpError, ValidationFailed } from '../errors.js';
-import { operationTable, type OperationId } from '../generated/operations.js';
+import { BadRequest, HttpError, ValidationFailed } from './errors.js';
 import { unstorableInput } from './input-guard.js';
-import type { OperationHandlers } from './operation-types.js';
 
-type Operation = (typeof operationTable)[OperationId];
+/** One operation of the contract, as scripts/codegen.ts writes it into the generated route table. */
+export interface OperationSpec {
+  readonly method: string;
+  readonly url: string;
+  /** Whether the operation requires an access token (`security` in openapi.yaml). */
+  readonly secured: boolean;
+  /** `x-rate-limit` of the operation. */
+  readonly rateLimit: string | null;
+  readonly requestContentTypes: readonly string[];
+  /** Body fields marked `x-trim`. */
+  readonly trimmedBodyFields: readonly string[];
+  /** Content type of each success response; null for an empty one (204). */
+  readonly successContentTypes: Readonly<Record<string, string | null>>;
+  readonly schema: object;
+}
+
+/** What a handler answers: a status, a body for the response schema, and headers. */
+export interface OperationResult {
+  status: number;
+  body: unknown;
+  headers?: Record<string, string | number>;
+}
+
+type Handler = (request: FastifyRequest) => Promise<OperationResult>;
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    operationId?: OperationId;
-    /** Whether the operation requires an access token (`security` in openapi.yaml). */
+    operationId?: string;
     secured?: boolean;
-    /** `x-rate-limit` of the operation in openapi.yaml. */
     rateLimitScope?: string | null;
   }
 }
@@ -21,9 +40,8 @@ function mediaType(request: FastifyRequest): string | undefined {
 }
 
 /** 415 for a body in a content type the operation does not accept; 400 for a JSON operation sent no body. */
-function checkContentType(operation: Operation) {
-  const accepted: readonly string[] = operation.requestContentTypes;
-  return async (request: FastifyRequest) => {
+function checkContentType(accepted: readonly string[]) {
+  return async function checkContentType(request: FastifyRequest) {
     const type = mediaType(request);
     const hasBody = type !== undefined || Number(request.headers['content-length'] ?? 0) > 0 || 'transfer-encoding' in request.headers;
     if (!hasBody) {
@@ -48,7 +66,7 @@ async function refuseUnstorableInput(request: FastifyRequest) {
 
 /** Trims the body fields marked `x-trim` before validation, so length bounds apply to the trimmed value. */
 function trimFields(fields: readonly string[]) {
-  return async (request: FastifyRequest) => {
+  return async function trimFields(request: FastifyRequest) {
     const body = request.body as Record<string, unknown> | null;
     if (typeof body !== 'object' || body === null) return;
     for (const field of fields) {
@@ -58,33 +76,33 @@ function trimFields(fields: readonly string[]) {
   };
 }
 
-/** Registers every operation of openapi.yaml with its generated schemas and its handler. */
-export function registerOperations(app: FastifyInstance, handlers: OperationHandlers): void {
-  for (const [operationId, operation] of Object.entries(operationTable) as [OperationId, Operation][]) {
-    const handle = handlers[operationId] as unknown as (request: FastifyRequest) => Promise<{
-      status: number;
-      body: unknown;
-      headers?: Record<string, string | number>;
-    }>;
+/**
+ * Registers every operation of the generated table with its schemas and its handler, joined by
+ * operationId. Secured operations run `app.authenticate` first.
+ */
+export function registerOperations(
+  app: FastifyInstance,
+  table: Readonly<Record<string, OperationSpec>>,
+  handlers: Readonly<Record<string, unknown>>,
+): void {
+  for (const [operationId, operation] of Object.entries(table)) {
+    const handle = handlers[operationId] as Handler;
     const handler: RouteHandlerMethod = async (request, reply) => {
       const result = await handle(request);
       reply.code(result.status);
       if (result.headers) reply.headers(result.headers);
-      const contentType = (operation.successContentTypes as Record<string, string | null>)[result.status];
+      const contentType = operation.successContentTypes[result.status];
       if (contentType && contentType !== 'application/json') reply.type(contentType);
       return reply.send(result.body);
     };
     app.route({
       method: operation.method,
       url: operation.url,
-      schema: operation.schema as object,
+      schema: operation.schema,
       config: { operationId, secured: operation.secured, rateLimitScope: operation.rateLimit },
       onRequest: operation.secured ? [app.authenticate] : [],
-      preParsing: operation.requestContentTypes.length > 0 ? [checkContentType(operation)] : [],
-      preValidation: [
-        refuseUnstorableInput,
-        ...(operation.trimmedBodyFields.length > 0 ? [trimFields(operation.trimmedBodyFields)] : []),
-      ],
+      preParsing: operation.requestContentTypes.length > 0 ? [checkContentType(operation.requestContentTypes)] : [],
+      preValidation: [refuseUnstorableInput, ...(operation.trimmedBodyFields.length > 0 ? [trimFields(operation.trimmedBodyFields)] : [])],
       handler,
     });
   }

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { HttpError } from '../errors.js';
+import { HttpError } from './errors.js';
 
 /** Fastify's and its plugins' own client errors, reworded; anything else 4xx keeps its message. */
 const FRAMEWORK_ERRORS: Record<string, { status: number; detail: string }> = {

@@ -1,0 +1,74 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../db/database.js';
+
+/* The credential and token columns of users: what only authentication reads and writes. */
+
+/** Whether the user exists and a token issued at `issuedAtMs` postdates their latest password reset. */
+export async function isTokenCurrent(db: Kysely<Database>, userId: number, issuedAtMs: number): Promise<boolean> {
+  const user = await db.selectFrom('users').select('tokens_valid_after').where('id', '=', userId).executeTakeFirst();
+  if (!user) return false;
+  return user.tokens_valid_after === null || issuedAtMs > user.tokens_valid_after.getTime();
+}
+
+/** Stores the SHA-256 of the one refresh token that may be used (null revokes it). */
+export async function setRefreshTokenHash(db: Kysely<Database>, id: number, hash: string | null): Promise<void> {
+  await db.updateTable('users').set({ refresh_token_hash: hash }).where('id', '=', id).execute();
+}
+
+/** Stores the SHA-256 of the latest reset token, superseding any earlier one. */
+export async function setResetTokenHash(db: Kysely<Database>, id: number, hash: string): Promise<void> {
+  await db.updateTable('users').set({ reset_token_hash: hash }).where('id', '=', id).execute();
+}
+
+/** Replaces the password hash (a rehash at login), unless the password changed meanwhile; true when replaced. */
+export async function replacePasswordHash(db: Kysely<Database>, id: number, oldHash: string, newHash: string): Promise<boolean> {
+  const result = await db.updateTable('users').set({ password_hash: newHash }).where('id', '=', id).where('password_hash', '=', oldHash).executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/**
+ * Stores a login's refresh token only while the password is still the one the login checked, so a
+ * login racing a password reset cannot outlive it. False when the password changed meanwhile.
+ */
+export async function storeLoginRefreshToken(db: Kysely<Database>, id: number, hash: string, checkedPasswordHash: string): Promise<boolean> {
+  const result = await db
+    .updateTable('users')
+    .set({ refresh_token_hash: hash })
+    .where('id', '=', id)
+    .where('password_hash', '=', checkedPasswordHash)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/**
+ * Completes a password reset if `resetTokenHash` is still the user's latest reset token: sets the
+ * password, marks the e-mail verified and ends every token issued up to the cut-off. The cut-off
+ * is read while holding the user's row lock, so a racing login either stored its refresh token
+ * (and signed its tokens) before it, or finds the password changed. Null when the token was used
+ * or superseded meanwhile.
+ */
+export async function completePasswordReset(
+  db: Kysely<Database>,
+  id: number,
+  resetTokenHash: string,
+  passwordHash: string,
+  clock: () => Date,
+): Promise<Date | null> {
+  return db.transaction().execute(async (trx) => {
+    const locked = await trx
+      .selectFrom('users')
+      .select('id')
+      .where('id', '=', id)
+      .where('reset_token_hash', '=', resetTokenHash)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!locked) return null;
+    const cutOff = clock();
+    await trx
+      .updateTable('users')
+      .set({ password_hash: passwordHash, is_verified: true, refresh_token_hash: null, reset_token_hash: null, tokens_valid_after: cutOff })
+      .where('id', '=', id)
+      .execute();
+    return cutOff;
+  });
+}
