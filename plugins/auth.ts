@@ -1,7 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import fastifyJwt from '@fastify/jwt';
 import type { FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { LRUCache } from 'lru-cache';
+import { v7 as uuidV7 } from 'uuid';
 import { Unauthorized } from './http/errors.js';
 
 export type TokenType = 'access' | 'refresh' | 'verify' | 'reset';
@@ -14,30 +15,36 @@ export interface TokenClaims {
   jti: string;
 }
 
-/** Time-ordered UUID (v7): its first 48 bits are the issue time in ms, finer than the whole-second `iat`. */
-function uuidV7(now = Date.now()): string {
-  const bytes = randomBytes(16);
-  bytes.writeUIntBE(now, 0, 6);
-  bytes[6] = (bytes[6]! & 0x0f) | 0x70;
-  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
-  const hex = bytes.toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
+/** The largest user id: ids are PostgreSQL `integer`s. */
+const MAX_USER_ID = 2_147_483_647;
+const UUID_V7 = /^([0-9a-f]{8})-([0-9a-f]{4})-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 
-/** Issue time of a token in milliseconds, read from its UUIDv7 `jti`. */
+/**
+ * Issue time of a token in milliseconds. Tokens issued here carry a UUIDv7 `jti`, whose first 48
+ * bits are the issue time in ms; any other `jti` gives only the whole-second `iat`, read as the
+ * start of that second, so such a token of the same second as a reset counts as issued before it.
+ */
 export function issuedAtMs(claims: TokenClaims): number {
-  return parseInt(claims.jti.replace(/-/g, '').slice(0, 12), 16);
+  const uuid = UUID_V7.exec(claims.jti);
+  return uuid ? parseInt(`${uuid[1]}${uuid[2]}`, 16) : claims.iat * 1000;
 }
 
 export interface TokenService {
   sign(userId: number, typ: TokenType, ttlSeconds: number): string;
-  /** The claims when the token is well-signed, unexpired and of type `typ`; null otherwise. */
+  /** The claims when the token is well-signed, unexpired, of type `typ` and names a possible user; null otherwise. */
   verify(token: string, typ: TokenType): TokenClaims | null;
+  /**
+   * Tells every instance that the user's tokens up to a new cut-off are dead: their remembered
+   * cut-off is dropped here and, through Redis, everywhere else. Call it after the change commits.
+   */
+  cutOffChanged(userId: number): Promise<void>;
 }
 
+/** The user's cut-off in ms (tokens issued at or before it are dead), null for none, undefined when the user is gone. */
+export type CutOffLoader = (userId: number) => Promise<number | null | undefined>;
+
 export interface AuthOptions {
-  /** Whether the user still exists and `issuedAtMs` is after their latest password reset. */
-  isTokenCurrent(userId: number, issuedAtMs: number): Promise<boolean>;
+  loadCutOff: CutOffLoader;
 }
 
 declare module 'fastify' {
@@ -48,48 +55,124 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     userId: number | null;
+    /** The request's bearer access token, verified once however often it is asked for; null when absent or invalid. */
+    accessClaims(): TokenClaims | null;
   }
 }
 
-export function bearerToken(request: FastifyRequest): string | null {
+/** How long a remembered cut-off is trusted; it bounds staleness only if an invalidation message is lost. */
+const CUT_OFF_TTL_MS = 30_000;
+const REMEMBERED_USERS = 100_000;
+
+/**
+ * Users' cut-offs remembered in this process, so a request costs no database round trip. Only
+ * while this process hears every other instance's changes (a live Redis subscription) are they
+ * used; otherwise each check reads the database. A load that raced an invalidation is not kept.
+ */
+function cutOffMemory(load: CutOffLoader) {
+  const remembered = new LRUCache<number, { cutOff: number | null }>({ max: REMEMBERED_USERS, ttl: CUT_OFF_TTL_MS });
+  let trusted = false;
+  let invalidations = 0;
+  return {
+    async cutOff(userId: number): Promise<number | null | undefined> {
+      if (!trusted) return load(userId);
+      const known = remembered.get(userId);
+      if (known) return known.cutOff;
+      const before = invalidations;
+      const cutOff = await load(userId);
+      if (cutOff !== undefined && trusted && before === invalidations) remembered.set(userId, { cutOff });
+      return cutOff;
+    },
+    forget(userId: number) {
+      invalidations++;
+      remembered.delete(userId);
+    },
+    /** Trust remembered cut-offs only while every change is heard; start afresh either way. */
+    setTrusted(value: boolean) {
+      invalidations++;
+      remembered.clear();
+      trusted = value;
+    },
+  };
+}
+
+function bearerToken(request: FastifyRequest): string | null {
   const match = /^Bearer +(\S+)\s*$/i.exec(request.headers.authorization ?? '');
   return match?.[1] ?? null;
 }
 
-/** JWTs (HS256 only, typed by the `typ` claim) and the bearer-token check of secured operations. */
+/**
+ * JWTs (HS256 only, typed by the `typ` claim) and the bearer-token check of secured operations:
+ * signature, type and expiry, then the user's cut-off (a password reset ends earlier tokens).
+ */
 export default fp<AuthOptions>(
-  async (app, { isTokenCurrent }) => {
+  async (app, { loadCutOff }) => {
     await app.register(fastifyJwt, {
       secret: app.config.jwtSecret,
       sign: { algorithm: 'HS256' },
       verify: { algorithms: ['HS256'] },
     });
 
+    const memory = cutOffMemory(loadCutOff);
+    const channel = `${app.config.redisKeyPrefix}token-cut-offs`;
+    const publisher = app.redisClient;
+    if (publisher) {
+      // A subscribed connection can issue no other command, so it is a second one.
+      const subscriber = publisher.duplicate();
+      subscriber.on('error', () => memory.setTrusted(false));
+      subscriber.on('close', () => memory.setTrusted(false));
+      subscriber.on('message', (_channel: string, userId: string) => memory.forget(Number(userId)));
+      subscriber.on('ready', () => {
+        subscriber.subscribe(channel).then(
+          () => memory.setTrusted(true),
+          () => memory.setTrusted(false),
+        );
+      });
+      subscriber.connect().catch(() => {});
+      app.addHook('onClose', async () => subscriber.disconnect());
+    }
+
     const tokens: TokenService = {
       sign(userId, typ, ttlSeconds) {
         return app.jwt.sign({ sub: String(userId), typ, jti: uuidV7() }, { expiresIn: `${ttlSeconds}s` });
       },
       verify(token, typ) {
+        let claims: TokenClaims;
         try {
-          const claims = app.jwt.verify<TokenClaims>(token);
-          const validShape = claims.typ === typ && /^[1-9]\d*$/.test(claims.sub) && /^[0-9a-f]{8}-/.test(claims.jti ?? '');
-          return validShape ? claims : null;
+          claims = app.jwt.verify<TokenClaims>(token);
         } catch {
           return null;
         }
+        const userId = typeof claims.sub === 'string' && /^[1-9]\d{0,9}$/.test(claims.sub) ? Number(claims.sub) : 0;
+        const validShape = claims.typ === typ && userId <= MAX_USER_ID && userId > 0 && typeof claims.jti === 'string' && Number.isInteger(claims.iat);
+        return validShape ? claims : null;
+      },
+      async cutOffChanged(userId) {
+        memory.forget(userId);
+        await publisher?.publish(channel, String(userId)).catch((err: unknown) => {
+          app.log.warn({ err, userId }, 'token cut-off not announced; other instances learn it within 30 s');
+        });
       },
     };
     app.decorate('tokens', tokens);
     app.decorateRequest('userId', null);
+    app.decorateRequest('accessClaimsMemo', undefined);
+    app.decorateRequest('accessClaims', function accessClaims(this: FastifyRequest & { accessClaimsMemo?: TokenClaims | null }) {
+      if (this.accessClaimsMemo === undefined) {
+        const token = bearerToken(this);
+        this.accessClaimsMemo = token ? tokens.verify(token, 'access') : null;
+      }
+      return this.accessClaimsMemo;
+    });
 
-    app.decorate('authenticate', async (request: FastifyRequest) => {
-      const token = bearerToken(request);
-      const claims = token ? tokens.verify(token, 'access') : null;
+    app.decorate('authenticate', async function authenticate(request: FastifyRequest) {
+      const claims = request.accessClaims();
       if (!claims) throw new Unauthorized();
       const userId = Number(claims.sub);
-      if (!(await isTokenCurrent(userId, issuedAtMs(claims)))) throw new Unauthorized();
+      const cutOff = await memory.cutOff(userId);
+      if (cutOff === undefined || (cutOff !== null && issuedAtMs(claims) <= cutOff)) throw new Unauthorized();
       request.userId = userId;
     });
   },
-  { name: 'auth', dependencies: ['config'], fastify: '5.x' },
+  { name: 'auth', dependencies: ['config', 'redis'], fastify: '5.x' },
 );

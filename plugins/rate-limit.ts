@@ -2,7 +2,6 @@ import fastifyRateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { TooManyRequests } from './http/errors.js';
-import { bearerToken } from './auth.js';
 
 interface Bucket {
   key: string;
@@ -60,8 +59,7 @@ export default fp(
       // A token exempts only where it is required: on login, say, any token would otherwise buy
       // unlimited password guesses. Signature, type and expiry decide here; the database check
       // (deleted user, reset) stays with authentication, which answers 401.
-      const token = secured ? bearerToken(request) : null;
-      const claims = token ? app.tokens.verify(token, 'access') : null;
+      const claims = secured ? request.accessClaims() : null;
       // IPv6 clients are grouped by /64, the block one subscriber usually holds.
       if (!claims) return { key: `anon:${normalizeIP(request.ip)}`, max: rateLimitAnonPerMin };
       if (rateLimitScope === 'per-user') return { key: `user:${claims.sub}:${operationId}`, max: rateLimitMePerMin };

@@ -12,7 +12,7 @@ import { registerOperations } from '../plugins/http/operations.js';
 import mailPlugin, { type MailOptions } from '../plugins/mail.js';
 import rateLimitPlugin from '../plugins/rate-limit.js';
 import redisPlugin from '../plugins/redis.js';
-import { isTokenCurrent } from './auth/auth.repository.js';
+import { findTokenCutOff } from './auth/auth.repository.js';
 import { authHandlers } from './auth/auth.routes.js';
 import { contactsHandlers } from './contacts/contacts.routes.js';
 import { migrations } from './db/migrations/index.js';
@@ -65,7 +65,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   await app.register(dbPlugin, { migrations });
   await app.register(redisPlugin);
   await app.register(cachePlugin);
-  await app.register(authPlugin, { isTokenCurrent: (userId, issuedAtMs) => isTokenCurrent(app.db, userId, issuedAtMs) });
+  await app.register(authPlugin, { loadCutOff: (userId) => findTokenCutOff(app.db, userId) });
   await app.register(rateLimitPlugin);
   await app.register(mailPlugin, options.mail ?? {});
   await app.register(cors, { origin: config.corsOrigins.length > 0 ? config.corsOrigins : false, exposedHeaders: EXPOSED_HEADERS });

@@ -3,11 +3,10 @@ import type { Database } from '../db/database.js';
 
 /* The credential and token columns of users: what only authentication reads and writes. */
 
-/** Whether the user exists and a token issued at `issuedAtMs` postdates their latest password reset. */
-export async function isTokenCurrent(db: Kysely<Database>, userId: number, issuedAtMs: number): Promise<boolean> {
+/** The instant (ms) at or before which the user's tokens are dead; null when none; undefined when the user is gone. */
+export async function findTokenCutOff(db: Kysely<Database>, userId: number): Promise<number | null | undefined> {
   const user = await db.selectFrom('users').select('tokens_valid_after').where('id', '=', userId).executeTakeFirst();
-  if (!user) return false;
-  return user.tokens_valid_after === null || issuedAtMs > user.tokens_valid_after.getTime();
+  return user && (user.tokens_valid_after?.getTime() ?? null);
 }
 
 /** Stores the SHA-256 of the one refresh token that may be used (null revokes it). */

@@ -192,6 +192,7 @@ export async function resetPassword(deps: AuthDeps, token: string, password: str
   // Token issue times come from the wall clock (the jti), so the cut-off must too.
   const cutOff = await completePasswordReset(deps.db, user.id, tokenHash, passwordHash, () => new Date());
   if (!cutOff) throw new BadRequest(BAD_RESET);
+  await deps.tokens.cutOffChanged(user.id);
   // Tokens count as issued after the reset only from the next millisecond; answer no sooner, so a
   // login that follows the answer always gets tokens that work.
   while (Date.now() <= cutOff.getTime()) await sleep(1);

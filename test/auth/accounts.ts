@@ -1,6 +1,7 @@
 /** Account helpers shared by the auth, users and rate-limit tests. */
 import { createHmac, randomBytes } from 'node:crypto';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { v7 as uuidV7 } from 'uuid';
 import { build, type BuildTestOptions, TEST_JWT_SECRET, type Teardown } from '../helper.js';
 
 /**
@@ -87,10 +88,9 @@ export function bearer(token: string): Record<string, string> {
 
 const b64url = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
 
-/** A UUIDv7-shaped jti for crafted tokens. */
+/** A UUIDv7 jti issued at `ms`, for crafted tokens. */
 export function jti(ms = Date.now()): string {
-  const hex = ms.toString(16).padStart(12, '0') + '7' + randomBytes(10).toString('hex').slice(0, 19);
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
+  return uuidV7({ msecs: ms });
 }
 
 /** A JWT built by hand, to test what the service refuses. `alg: 'none'` gets an empty signature. */

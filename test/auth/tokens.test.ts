@@ -101,10 +101,16 @@ t.test('JWT attacks on protected endpoints are 401 Not authenticated', async (t)
     expired: bearer(craftToken({ sub, typ: 'access', iat: now - 1000, exp: now - 100 })),
     noTyp: bearer(craftToken({ sub, typ: undefined })),
     nonNumericSub: bearer(craftToken({ sub: 'admin', typ: 'access' })),
+    subBeyondInteger: bearer(craftToken({ sub: '100000000000000000000', typ: 'access' })),
+    subBeyondInt32: bearer(craftToken({ sub: '2147483648', typ: 'access' })),
+    subZero: bearer(craftToken({ sub: '0', typ: 'access' })),
+    numericSub: bearer(craftToken({ sub: session.id, typ: 'access' })),
+    noJti: bearer(craftToken({ sub, typ: 'access', jti: undefined })),
     unknownUser: bearer(craftToken({ sub: '987654', typ: 'access' })),
     issuedBeforeReset: bearer(craftToken({ sub, typ: 'access', jti: jti(Date.now() - 60_000) })),
   };
   await app.db.updateTable('users').set({ tokens_valid_after: new Date(Date.now() - 30_000) }).where('id', '=', session.id).execute();
+  await app.tokens.cutOffChanged(session.id);
 
   for (const [name, headers] of Object.entries(attacks)) {
     for (const [method, url] of [['GET', '/api/users/me'], ['POST', '/api/auth/logout']] as const) {
@@ -116,6 +122,23 @@ t.test('JWT attacks on protected endpoints are 401 Not authenticated', async (t)
   }
   t.equal((await me(app, bearer(session.accessToken))).statusCode, 200, 'the genuine token still works');
   t.equal((await me(app, { authorization: `bearer   ${session.accessToken}` })).statusCode, 200, 'the scheme is case-insensitive');
+});
+
+t.test('a jti that is not a UUIDv7 is accepted, and compared with a reset at whole-second precision', async (t) => {
+  const app = await buildAccountsApp(t);
+  const session = await loggedInUser(app);
+  const sub = String(session.id);
+  const now = Math.floor(Date.now() / 1000);
+  const opaque = (iat: number) => bearer(craftToken({ sub, typ: 'access', iat, exp: iat + 900, jti: 'opaque-token-id' }));
+  t.equal((await me(app, opaque(now))).statusCode, 200, 'any jti string is accepted');
+
+  // A reset half-way through second `now - 5`: a token of that second may predate it, so it is refused.
+  await app.db.updateTable('users').set({ tokens_valid_after: new Date((now - 5) * 1000 + 500) }).where('id', '=', session.id).execute();
+  await app.tokens.cutOffChanged(session.id);
+  t.equal((await me(app, opaque(now - 5))).statusCode, 401, 'same second as the reset: refused');
+  t.equal((await me(app, opaque(now - 4))).statusCode, 200, 'the next second: accepted');
+  const uuidJti = bearer(craftToken({ sub, typ: 'access', iat: now - 5, exp: now + 900, jti: jti((now - 5) * 1000 + 501) }));
+  t.equal((await me(app, uuidJti)).statusCode, 200, 'a UUIDv7 jti one millisecond after the reset: accepted');
 });
 
 t.test('an expired access token is refused (short ACCESS_TOKEN_TTL)', async (t) => {
@@ -134,7 +157,10 @@ t.test('an expired access token is refused (short ACCESS_TOKEN_TTL)', async (t) 
 t.test('a deleted user is not authenticated', async (t) => {
   const app = await buildAccountsApp(t);
   const session = await loggedInUser(app);
+  t.equal((await me(app, bearer(session.accessToken))).statusCode, 200, 'known before the deletion');
+  // A tool that deletes users out of band announces it, as a password reset does.
   await app.db.deleteFrom('users').where('id', '=', session.id).execute();
+  await app.tokens.cutOffChanged(session.id);
   const res = await me(app, bearer(session.accessToken));
   t.equal(res.statusCode, 401);
   t.same(res.json(), NOT_AUTHENTICATED);
