@@ -385,12 +385,13 @@ t.test('import: structure, numbering, and text outside cards', async (t) => {
   t.equal((parseVcards(crlf('BEGIN:VCARD', 'BEGIN:VCARD', 'BEGIN:VCARD'), { maxEntries: 1 }) as { entries: unknown[] }).entries.length, 1);
 });
 
-t.test('import: only-CR line ends and LF line ends read like CRLF', async (t) => {
+t.test('import: only-CR line ends and LF line ends read like CRLF; a BOM is skipped', async (t) => {
   const card = crlf('BEGIN:VCARD', 'VERSION:4.0', 'FN:Jane Doe', 'N:Doe;', ' Jane;;;', 'EMAIL:jane@example.com', 'END:VCARD');
   const expected = { first_name: 'Jane', last_name: 'Doe', email: 'jane@example.com' };
   t.strictSame(fieldsOf(card), expected);
   t.strictSame(fieldsOf(card.replaceAll('\r\n', '\r')), expected);
   t.strictSame(fieldsOf(card.replaceAll('\r\n', '\n')), expected);
+  t.strictSame(fieldsOf(`\uFEFF${card}`), expected, 'after a UTF-8 BOM');
 });
 
 t.test('import: hostile input never throws', async (t) => {
