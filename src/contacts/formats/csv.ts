@@ -26,7 +26,7 @@ function quote(value: string): string {
 
 interface Row {
   cells: string[];
-  /** The first thing wrong with the row's quoting, if anything. */
+  /** The first thing wrong with the row's quoting ("has ..."), if anything. */
   problem: string | null;
   /** A line with nothing on it but blanks: skipped, not counted. */
   blank: boolean;
@@ -43,7 +43,7 @@ export function parseCsv(text: string, options: ImportOptions = {}): ImportResul
   let next = rows.next();
   while (!next.done && next.value.blank) next = rows.next();
   const header = next.done ? { cells: [], problem: null, blank: true } : next.value;
-  if (header.problem !== null) return { ok: false, detail: `Malformed CSV header: ${header.problem}` };
+  if (header.problem !== null) return { ok: false, detail: `CSV header ${header.problem}` };
   const names = header.cells.map((name) => name.trim().toLowerCase());
   const index = new Map<Column, number>();
   for (const column of COLUMNS) {
@@ -59,7 +59,7 @@ export function parseCsv(text: string, options: ImportOptions = {}): ImportResul
     if (entries.length >= maxEntries) break;
     if (row.blank) continue;
     const entry = entries.length + 1;
-    if (row.problem !== null) entries.push({ entry, detail: row.problem });
+    if (row.problem !== null) entries.push({ entry, detail: `CSV row ${row.problem}` });
     else if (row.cells.length !== names.length) {
       entries.push({ entry, detail: `CSV row has ${fieldCount(row.cells.length)}; the header has ${names.length}` });
     } else entries.push(entryOf(entry, row.cells, index));
@@ -102,7 +102,7 @@ function* rowsOf(text: string): Generator<Row> {
           if (close === -1) {
             cell += text.slice(i);
             i = text.length;
-            problem ??= 'CSV row has a quoted field that is never closed';
+            problem ??= 'has a quoted field that is never closed';
             break;
           }
           cell += text.slice(i, close);
@@ -114,7 +114,7 @@ function* rowsOf(text: string): Generator<Row> {
       }
       const end = endOfCell(text, i);
       if (end > i) {
-        if (quoted) problem ??= 'CSV row has text after a closing quote';
+        if (quoted) problem ??= 'has text after a closing quote';
         cell += text.slice(i, end);
         i = end;
       }

@@ -23,7 +23,7 @@ export type ImportEntry = { entry: number; fields: ImportFields } | { entry: num
 export type ImportResult = { ok: true; entries: ImportEntry[] } | { ok: false; detail: string };
 
 export interface ImportOptions {
-  /** Read at most this many entries and ignore the rest (pass the caller's limit + 1 to detect "too many"). */
+  /** Read at most this many entries (at least 1) and ignore the rest: pass the limit + 1 to detect "too many" early. */
   maxEntries?: number;
 }
 

@@ -97,8 +97,8 @@ t.test('import: the header is checked first; a missing column is named in a fixe
   t.strictSame(parseCsv('first name,last name,email,phone,birthday\r\n'), missing('first_name'), 'names are not rewritten beyond trim and case');
   t.strictSame(parseCsv(''), missing('first_name'), 'an empty body has no header');
   t.strictSame(parseCsv('\uFEFF\r\n\r\n  \r\n'), missing('first_name'), 'nor has a body of blank lines');
-  t.strictSame(parseCsv('first_name,last_name,"email\r\nphone,birthday\r\n'), { ok: false, detail: 'Malformed CSV header: CSV row has a quoted field that is never closed' });
-  t.strictSame(parseCsv('first_name,"last_name"x,email,phone,birthday\r\n'), { ok: false, detail: 'Malformed CSV header: CSV row has text after a closing quote' });
+  t.strictSame(parseCsv('first_name,last_name,"email\r\nphone,birthday\r\n'), { ok: false, detail: 'CSV header has a quoted field that is never closed' });
+  t.strictSame(parseCsv('first_name,"last_name"x,email,phone,birthday\r\n'), { ok: false, detail: 'CSV header has text after a closing quote' });
   t.strictSame(parseCsv('first_name,last_name,email,phone,birthday\r\n'), { ok: true, entries: [] }, 'additional_data is optional; no rows is no entries');
 });
 
