@@ -1,6 +1,10 @@
+import cors from '@fastify/cors';
+import formbody from '@fastify/formbody';
+import helmet from '@fastify/helmet';
+import multipart from '@fastify/multipart';
 import type { FastifyServerOptions } from 'fastify';
 import fp from 'fastify-plugin';
-import { errorHandler, frameworkErrors, notFoundHandler } from './http/error-handler.js';
+import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './http/error-handler.js';
 import { parseJsonBody } from './http/json-body.js';
 import { compileValidator, formatSchemaError } from './http/validation.js';
 
@@ -12,20 +16,44 @@ export const httpServerOptions = {
   routerOptions: { ignoreTrailingSlash: true },
   schemaErrorFormatter: formatSchemaError,
   frameworkErrors,
+  clientErrorHandler,
   return503OnClosing: true,
 } satisfies FastifyServerOptions;
 
+export interface HttpOptions {
+  /** Response headers a browser client may read across origins (CORS_ORIGINS turns CORS on). */
+  exposedHeaders: string[];
+}
+
 /**
- * The HTTP conventions of the contract: strict schema validation (422), the JSON body parser
- * (400 for malformed JSON) and one error handler that turns every error into `{detail}`.
+ * The HTTP conventions of the contract: strict schema validation (422), body parsers (400 for a
+ * body that does not parse), baseline security headers, CORS, and one error handler that turns
+ * every error into `{detail}`.
  */
-export default fp(
-  async (app) => {
+export default fp<HttpOptions>(
+  async (app, { exposedHeaders }) => {
     app.setValidatorCompiler(compileValidator);
     app.setErrorHandler(errorHandler);
     app.setNotFoundHandler(notFoundHandler);
     app.removeContentTypeParser('application/json');
     app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
+    await app.register(formbody);
+    // Operations read multipart fields themselves (http/multipart.ts), so parse errors stay 400s.
+    await app.register(multipart, { limits: { files: 0, fields: 10, fieldSize: 4096 } });
+
+    // The docs and pages send their own Content-Security-Policy; the API is read from other origins.
+    await app.register(helmet, { contentSecurityPolicy: false, crossOriginResourcePolicy: { policy: 'cross-origin' } });
+
+    const { corsOrigins } = app.config;
+    if (corsOrigins.length > 0) {
+      // An OPTIONS request that is no CORS preflight is answered like any unrouted request.
+      app.addHook('onRequest', async (request, reply) => {
+        if (request.method === 'OPTIONS' && !(request.headers.origin && request.headers['access-control-request-method'])) {
+          return reply.callNotFound();
+        }
+      });
+      await app.register(cors, { origin: corsOrigins, exposedHeaders });
+    }
   },
-  { name: 'http', fastify: '5.x' },
+  { name: 'http', dependencies: ['config'], fastify: '5.x' },
 );

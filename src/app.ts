@@ -1,6 +1,3 @@
-import cors from '@fastify/cors';
-import formbody from '@fastify/formbody';
-import multipart from '@fastify/multipart';
 import Fastify, { type FastifyInstance } from 'fastify';
 import authPlugin from '../plugins/auth.js';
 import cachePlugin from '../plugins/cache.js';
@@ -61,16 +58,13 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
     pluginTimeout: 120_000,
   });
   await app.register(configPlugin, { config });
-  await app.register(httpPlugin);
+  await app.register(httpPlugin, { exposedHeaders: EXPOSED_HEADERS });
   await app.register(dbPlugin, { migrations });
   await app.register(redisPlugin);
   await app.register(cachePlugin);
   await app.register(authPlugin, { loadCutOff: (userId) => findTokenCutOff(app.db, userId) });
   await app.register(rateLimitPlugin);
   await app.register(mailPlugin, options.mail ?? {});
-  await app.register(cors, { origin: config.corsOrigins.length > 0 ? config.corsOrigins : false, exposedHeaders: EXPOSED_HEADERS });
-  await app.register(formbody);
-  await app.register(multipart, { attachFieldsToBody: 'keyValues', limits: { files: 0, fields: 10, fieldSize: 4096 } });
   await app.register(docsPlugin);
   app.decorate('now', options.now ?? (() => new Date()));
 

@@ -141,7 +141,7 @@ t.test('framework-level failures keep the {detail} shape', async (t) => {
     payload: 'x',
     headers: { 'content-type': 'multipart/form-data' },
   });
-  error(t, noBoundary, 415, 'Unsupported Media Type: multipart/form-data without a boundary');
+  error(t, noBoundary, 415, 'Unsupported Media Type: multipart/form-data without a valid boundary');
   const boundary = 'XyZ';
   const withFile = [
     `--${boundary}\r\nContent-Disposition: form-data; name="username"\r\n\r\nann\r\n`,
@@ -181,4 +181,24 @@ t.test('every path works with or without its trailing slash', async (t) => {
   }
   const anonymous = await app.inject({ method: 'GET', url: '/api/contacts' });
   error(t, anonymous, 401, 'Not authenticated');
+});
+
+t.test('every answer carries the baseline security headers; the docs keep their own CSP', async (t) => {
+  const app = await buildAccountsApp(t);
+  const session = await loggedInUser(app);
+  const answers = {
+    ok: await app.inject({ method: 'GET', url: '/api/users/me', headers: bearer(session.accessToken) }),
+    error: await app.inject({ method: 'GET', url: '/api/contacts/', headers: bearer('garbage') }),
+    unknownRoute: await app.inject({ method: 'GET', url: '/nope' }),
+    probe: await app.inject({ method: 'GET', url: '/healthz' }),
+  };
+  for (const [name, res] of Object.entries(answers)) {
+    t.equal(res.headers['x-content-type-options'], 'nosniff', name);
+    t.equal(res.headers['x-frame-options'], 'SAMEORIGIN', name);
+    t.equal(res.headers['cross-origin-resource-policy'], 'cross-origin', `${name}: other origins may read the API`);
+    t.equal(res.headers['content-security-policy'], undefined, `${name}: JSON needs no CSP`);
+  }
+  const docs = await app.inject({ method: 'GET', url: '/redoc' });
+  t.equal(docs.headers['x-content-type-options'], 'nosniff');
+  t.match(docs.headers['content-security-policy'], /^default-src 'self'; script-src 'self'/);
 });

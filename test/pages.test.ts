@@ -12,6 +12,7 @@ t.test('GET /reset-password serves a self-contained new-password page', async (t
   t.equal(res.headers['content-type'], 'text/html');
   t.match(res.body, /^<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">/);
   t.equal(res.headers['referrer-policy'], 'no-referrer');
+  t.equal(res.headers['cache-control'], 'no-store', 'the link carries a live token');
 
   const script = /<script>([\s\S]*?)<\/script>/.exec(res.body)?.[1] ?? '';
   const style = /<style>([\s\S]*?)<\/style>/.exec(res.body)?.[1] ?? '';

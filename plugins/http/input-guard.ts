@@ -1,9 +1,16 @@
 /** JSON bodies nest at most this deep: deeper input only exhausts stacks further down. */
 export const MAX_DEPTH = 32;
 
+/** Why PostgreSQL cannot store `text` (a NUL, or an unpaired UTF-16 surrogate), or null when it can. */
+export function unstorableText(text: string): string | null {
+  if (text.includes('\u0000')) return 'NUL characters';
+  if (!text.isWellFormed()) return 'unpaired UTF-16 surrogates';
+  return null;
+}
+
 /**
  * The first value in a request part that the database or the process cannot take, as a 422
- * `detail`: a NUL character (PostgreSQL text cannot hold one) or nesting beyond MAX_DEPTH.
+ * `detail`: text PostgreSQL cannot store (see unstorableText) or nesting beyond MAX_DEPTH.
  * Walks iteratively, so hostile nesting cannot overflow the stack here either.
  */
 export function unstorableInput(part: string, value: unknown): string | null {
@@ -11,14 +18,16 @@ export function unstorableInput(part: string, value: unknown): string | null {
   while (pending.length > 0) {
     const { value: current, path, depth } = pending.pop()!;
     if (typeof current === 'string') {
-      if (current.includes('\u0000')) return `${path} must not contain NUL characters`;
+      const problem = unstorableText(current);
+      if (problem) return `${path} must not contain ${problem}`;
       continue;
     }
     if (current === null || typeof current !== 'object') continue;
     if (depth >= MAX_DEPTH) return `${path} must not nest more than ${MAX_DEPTH} levels deep`;
     const entries = Object.entries(current);
     for (const [key] of entries) {
-      if (key.includes('\u0000')) return `${path} must not have keys with NUL characters`;
+      const problem = unstorableText(key);
+      if (problem) return `${path} must not have keys with ${problem}`;
     }
     // Reversed, so the first offending value in document order is the one reported.
     for (const [key, child] of entries.reverse()) pending.push({ value: child, path: `${path}/${key}`, depth: depth + 1 });

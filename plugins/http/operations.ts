@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import { BadRequest, HttpError, ValidationFailed } from './errors.js';
 import { unstorableInput } from './input-guard.js';
+import { readMultipartFields } from './multipart.js';
 
 /** One operation of the contract, as scripts/codegen.ts writes it into the generated route table. */
 export interface OperationSpec {
@@ -51,8 +52,9 @@ function checkContentType(accepted: readonly string[]) {
     if (type === undefined || !accepted.includes(type)) {
       throw new HttpError(415, `Unsupported Media Type: ${type ?? 'none'}`);
     }
-    if (type === 'multipart/form-data' && !/;\s*boundary=/i.test(request.headers['content-type'] ?? '')) {
-      throw new HttpError(415, 'Unsupported Media Type: multipart/form-data without a boundary');
+    // RFC 2046: a boundary is 1 to 70 characters.
+    if (type === 'multipart/form-data' && !/;\s*boundary=("[^"]{1,70}"|[^";\s]{1,70})(;|\s|$)/i.test(request.headers['content-type'] ?? '')) {
+      throw new HttpError(415, 'Unsupported Media Type: multipart/form-data without a valid boundary');
     }
   };
 }
@@ -102,7 +104,11 @@ export function registerOperations(
       config: { operationId, secured: operation.secured, rateLimitScope: operation.rateLimit },
       onRequest: operation.secured ? [app.authenticate] : [],
       preParsing: operation.requestContentTypes.length > 0 ? [checkContentType(operation.requestContentTypes)] : [],
-      preValidation: [refuseUnstorableInput, ...(operation.trimmedBodyFields.length > 0 ? [trimFields(operation.trimmedBodyFields)] : [])],
+      preValidation: [
+        ...(operation.requestContentTypes.includes('multipart/form-data') ? [readMultipartFields] : []),
+        refuseUnstorableInput,
+        ...(operation.trimmedBodyFields.length > 0 ? [trimFields(operation.trimmedBodyFields)] : []),
+      ],
       handler,
     });
   }

@@ -1,5 +1,5 @@
 import type { FastifySchemaValidationError, SchemaErrorDataVar } from 'fastify/types/schema.js';
-import { Ajv, type Options } from 'ajv';
+import { Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormats from 'ajv-formats';
 
 // Strict mode stays on; codegen already removed OpenAPI-only keywords. removeAdditional is off so
@@ -12,12 +12,53 @@ function makeAjv(options: Options): Ajv {
   return ajv;
 }
 
-/** JSON bodies are validated as sent (a number is no string); query and path values arrive as text and are coerced. */
 const bodyAjv = makeAjv({ coerceTypes: false });
 const textAjv = makeAjv({ coerceTypes: true });
 
-export function compileValidator({ schema, httpPart }: { schema: object; httpPart?: string }) {
-  return (httpPart === 'body' ? bodyAjv : textAjv).compile(schema);
+type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
+type IntegerBounds = { minimum?: number; maximum?: number };
+
+/** The integer properties of a query or path schema, with their bounds. */
+function integerProperties(schema: { properties?: Record<string, IntegerBounds & { type?: unknown }> }): [string, IntegerBounds][] {
+  return Object.entries(schema.properties ?? {}).filter(([, property]) => property.type === 'integer');
+}
+
+/** Why a query or path value is no usable integer, as an Ajv error; null when Ajv may take it. */
+function integerError(name: string, value: string, { minimum, maximum }: IntegerBounds): ErrorObject | null {
+  const at = { instancePath: `/${name}`, schemaPath: `#/properties/${name}` };
+  if (!/^-?\d+$/.test(value)) return { ...at, keyword: 'type', params: { type: 'integer' }, message: 'must be integer' };
+  if (Number.isFinite(Number(value))) return null;
+  // So many digits that they read as Infinity, which Ajv would not hold to a bound.
+  if (value.startsWith('-') && minimum !== undefined) return { ...at, keyword: 'minimum', params: { comparison: '>=', limit: minimum }, message: `must be >= ${minimum}` };
+  if (maximum !== undefined) return { ...at, keyword: 'maximum', params: { comparison: '<=', limit: maximum }, message: `must be <= ${maximum}` };
+  return { ...at, keyword: 'type', params: { type: 'integer' }, message: 'must be integer' };
+}
+
+/**
+ * Body schemas validate JSON as sent. Query and path schemas coerce text, but integers must be
+ * written in decimal digits and be finite: Ajv's coercion would also read `0x10`, `1.0` and
+ * `1e400`, and lets the last one through as an unbounded Infinity.
+ */
+export function compileValidator({ schema, httpPart }: { schema: object; httpPart?: string }): Validate {
+  if (httpPart === 'body') return bodyAjv.compile(schema);
+  const validate = textAjv.compile(schema);
+  const integers = integerProperties(schema);
+  if (integers.length === 0) return validate;
+  const decimalIntegers: Validate = (data) => {
+    const values = data as Record<string, unknown>;
+    for (const [name, bounds] of integers) {
+      const value = values[name];
+      const error = typeof value === 'string' ? integerError(name, value, bounds) : null;
+      if (error) {
+        decimalIntegers.errors = [error];
+        return false;
+      }
+    }
+    const valid = validate(data);
+    decimalIntegers.errors = validate.errors;
+    return valid;
+  };
+  return decimalIntegers;
 }
 
 /** `detail` for the first schema violation, naming the field: `body/email must match format "email"`. */

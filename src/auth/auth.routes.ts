@@ -1,6 +1,9 @@
 import type { OperationHandlers } from '../operation-types.js';
 import * as auth from './auth.service.js';
 
+/** Answers that carry tokens must not be stored by any cache (RFC 6749 §5.1). */
+const NO_STORE = { 'Cache-Control': 'no-store' } as const;
+
 /** Handlers of the account operations in openapi.yaml. */
 export const authHandlers = {
   async registerUser(request) {
@@ -13,10 +16,10 @@ export const authHandlers = {
     return { status: 202, body: await auth.requestVerification(request.server, request.body.email) };
   },
   async login(request) {
-    return { status: 200, body: await auth.login(request.server, request.body.username, request.body.password) };
+    return { status: 200, body: await auth.login(request.server, request.body.username, request.body.password), headers: NO_STORE };
   },
   async refreshToken(request) {
-    return { status: 200, body: await auth.refreshToken(request.server, request.body.refresh_token) };
+    return { status: 200, body: await auth.refreshToken(request.server, request.body.refresh_token), headers: NO_STORE };
   },
   async logout(request) {
     await auth.logout(request.server, request.userId);

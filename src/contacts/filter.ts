@@ -49,8 +49,10 @@ const CONDITION_START = /[A-Za-z_][A-Za-z0-9_]*:[A-Za-z_]+:/y;
 const PHONE_SEPARATORS = /[ ().-]/g;
 
 const malformed = (why: string) => new FilterError(`Malformed filter expression: ${why}`);
-/** PostgreSQL text cannot hold NUL, so a value with one could never match and must not reach the database. */
-const hasNul = (text: string) => text.includes('\u0000');
+/** PostgreSQL text cannot hold NUL or an unpaired surrogate, so such a value could never match and must not reach the database. */
+const unstorableCharacter = (text: string) =>
+  text.includes('\u0000') ? 'NUL character' : text.isWellFormed() ? null : 'unpaired UTF-16 surrogate';
+const unstorable = (text: string) => unstorableCharacter(text) !== null;
 const invalidValue = (value: string, field: string) => new FilterError(`Invalid filter value '${value}' for field '${field}'`);
 
 /** Escapes `\`, `%` and `_` so LIKE matches the text literally. */
@@ -194,7 +196,8 @@ function toCondition(segment: Segment, position: number): Condition {
     case 'bare': {
       const term = segment.text.trim();
       if (term === '') throw malformed(`empty condition ${position}`);
-      if (hasNul(term)) throw malformed(`NUL character in condition ${position}`);
+      const character = unstorableCharacter(term);
+      if (character) throw malformed(`${character} in condition ${position}`);
       const phone = stripPhoneSeparators(term);
       return { type: 'search', pattern: `%${likeLiteral(term)}%`, phonePattern: phone === '' ? null : `%${likeLiteral(phone)}%` };
     }
@@ -226,14 +229,14 @@ function textCondition(field: TextField, operator: string, raw: string): Conditi
     } catch {
       throw invalidValue(raw, field);
     }
-    // An escaped `\u0000` in the JSON is a NUL too.
-    if (!Array.isArray(list) || !list.every((item): item is string => typeof item === 'string' && !hasNul(item))) {
+    // An escaped `\u0000` or `\ud800` in the JSON is unstorable too.
+    if (!Array.isArray(list) || !list.every((item): item is string => typeof item === 'string' && !unstorable(item))) {
       throw invalidValue(raw, field);
     }
     return { type: 'in', field, values: list.map(clean) };
   }
   const value = clean(raw);
-  if (value === '' || hasNul(value)) throw invalidValue(raw, field);
+  if (value === '' || unstorable(value)) throw invalidValue(raw, field);
   switch (operator) {
     case 'eq':
       return { type: 'eq', field, value };

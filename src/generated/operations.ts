@@ -166,6 +166,18 @@ export const operationTable = {
               "type": "string"
             }
           }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
         }
       }
     }
@@ -245,6 +257,18 @@ export const operationTable = {
           }
         },
         "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
           "type": "object",
           "required": [
             "detail"
@@ -370,6 +394,18 @@ export const operationTable = {
               "type": "string"
             }
           }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
         }
       }
     }
@@ -428,6 +464,18 @@ export const operationTable = {
             "token_type": {
               "type": "string",
               "const": "bearer"
+            }
+          }
+        },
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
             }
           }
         },
@@ -504,6 +552,18 @@ export const operationTable = {
           }
         },
         "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
           "type": "object",
           "required": [
             "detail"
@@ -650,6 +710,18 @@ export const operationTable = {
               "type": "string"
             }
           }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
         }
       }
     }
@@ -714,6 +786,18 @@ export const operationTable = {
             }
           }
         },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
         "429": {
           "type": "object",
           "required": [
@@ -727,6 +811,18 @@ export const operationTable = {
           }
         },
         "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
           "type": "object",
           "required": [
             "detail"
@@ -842,6 +938,18 @@ export const operationTable = {
           }
         },
         "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
           "type": "object",
           "required": [
             "detail"
@@ -974,6 +1082,18 @@ export const operationTable = {
               "type": "string"
             }
           }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
         }
       }
     }
@@ -1054,6 +1174,18 @@ export const operationTable = {
           }
         },
         "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
           "type": "object",
           "required": [
             "detail"
@@ -1210,6 +1342,18 @@ export const operationTable = {
           }
         },
         "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
           "type": "object",
           "required": [
             "detail"
@@ -1448,6 +1592,18 @@ export const operationTable = {
               "type": "string"
             }
           }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
         }
       }
     }
@@ -1594,6 +1750,18 @@ export const operationTable = {
               "type": "string"
             }
           }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
         }
       }
     }
@@ -1729,6 +1897,18 @@ export const operationTable = {
           }
         },
         "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
           "type": "object",
           "required": [
             "detail"
@@ -1994,6 +2174,18 @@ export const operationTable = {
               "type": "string"
             }
           }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
         }
       }
     }
@@ -2242,6 +2434,18 @@ export const operationTable = {
               "type": "string"
             }
           }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
         }
       }
     }
@@ -2328,6 +2532,18 @@ export const operationTable = {
             }
           }
         },
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
         "401": {
           "type": "object",
           "required": [
@@ -2341,6 +2557,30 @@ export const operationTable = {
           }
         },
         "404": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "413": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "415": {
           "type": "object",
           "required": [
             "detail"
@@ -2377,6 +2617,18 @@ export const operationTable = {
           }
         },
         "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
           "type": "object",
           "required": [
             "detail"
@@ -2539,8 +2791,8 @@ export interface SuccessHeaders {
   registerUser: { 201: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   verifyEmail: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   requestVerification: { 202: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
-  login: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
-  refreshToken: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
+  login: { 200: { "Cache-Control": components['headers']["Cache-Control"]; "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
+  refreshToken: { 200: { "Cache-Control": components['headers']["Cache-Control"]; "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   logout: { 204: {  } };
   forgotPassword: { 202: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   resetPassword: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
@@ -2552,7 +2804,7 @@ export interface SuccessHeaders {
   replaceContact: { 200: {  } };
   updateContact: { 200: {  } };
   deleteContact: { 200: {  } };
-  getResetPasswordPage: { 200: { "Referrer-Policy": string; "Content-Security-Policy": string } };
+  getResetPasswordPage: { 200: { "Cache-Control": components['headers']["Cache-Control"]; "Referrer-Policy": string; "Content-Security-Policy": string } };
   getHealth: { 200: {  } };
   getReadiness: { 200: {  } };
   getOpenApiJson: { 200: {  } };

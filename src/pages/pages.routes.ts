@@ -95,7 +95,8 @@ export const pagesHandlers = {
     return {
       status: 200,
       body: PAGE,
-      headers: { 'Referrer-Policy': 'no-referrer', 'Content-Security-Policy': CONTENT_SECURITY_POLICY },
+      // The link's token is in the URL: neither the Referer header nor a cache may keep it.
+      headers: { 'Referrer-Policy': 'no-referrer', 'Content-Security-Policy': CONTENT_SECURITY_POLICY, 'Cache-Control': 'no-store' } as const,
     };
   },
 } satisfies Partial<OperationHandlers>;

@@ -11,6 +11,7 @@ t.test('login takes a urlencoded or a multipart form, by username or e-mail igno
     for (const name of ['Mixed.Case', 'mixed.case', 'MIXED.CASE', 'Mixed.Case@Example.com', 'mixed.case@example.COM']) {
       const res = await login(app, name, user.password, kind);
       t.equal(res.statusCode, 200, `${kind}: ${name}`);
+      t.equal(res.headers['cache-control'], 'no-store', 'tokens are never cached (RFC 6749 §5.1)');
       const body = res.json();
       t.same(Object.keys(body).sort(), ['access_token', 'refresh_token', 'token_type']);
       t.equal(body.token_type, 'bearer');

@@ -18,6 +18,7 @@ t.test('refresh returns a new access token and the refresh token sent', async (t
   const session = await loggedInUser(app);
   const res = await refresh(app, session.refreshToken);
   t.equal(res.statusCode, 200);
+  t.equal(res.headers['cache-control'], 'no-store', 'tokens are never cached (RFC 6749 §5.1)');
   const body = res.json();
   t.same(Object.keys(body).sort(), ['access_token', 'refresh_token', 'token_type']);
   t.equal(body.refresh_token, session.refreshToken);

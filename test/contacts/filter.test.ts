@@ -168,6 +168,13 @@ t.test('NUL characters never reach the database', async (t) => {
   t.equal(errorOf('smith,a\u0000b'), 'Malformed filter expression: NUL character in condition 2');
 });
 
+t.test('unpaired UTF-16 surrogates never reach the database', async (t) => {
+  t.equal(errorOf('first_name:eq:a\ud800b'), "Invalid filter value 'a\ud800b' for field 'first_name'");
+  t.equal(errorOf('first_name:in_:["\\ud800"]'), `Invalid filter value '["\\ud800"]' for field 'first_name'`, 'an escaped surrogate in the list');
+  t.same(parseFilter('first_name:in_:["\\ud83d\\ude00"]'), [{ type: 'in', field: 'first_name', values: ['\u{1F600}'] }], 'an escaped pair is a character like any other');
+  t.equal(errorOf('\udc00x'), 'Malformed filter expression: unpaired UTF-16 surrogate in condition 1');
+});
+
 t.test('malformed expressions', async (t) => {
   t.equal(errorOf('first_name:in_:["John","Jane"'), 'Malformed filter expression: unterminated list in condition 1');
   t.equal(errorOf('email:eq:a,first_name:in_:["x\\"]'), 'Malformed filter expression: unterminated list in condition 2');
