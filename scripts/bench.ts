@@ -158,11 +158,17 @@ async function stopChild(child: ChildProcess, exited: Promise<unknown>): Promise
   if (!stopped) child.kill('SIGKILL');
 }
 
+interface Started {
+  base: string;
+  /** Lines the process has written to stdout so far (with LOG_LEVEL=warn, each is a warning or an error). */
+  logLines(): number;
+}
+
 /**
  * Starts `node <entry>` with only `env` (plus PATH), so nothing from the caller's shell changes the
- * run; its output goes to stderr. Resolves with its base URL once `readyPath` answers `readyStatus`.
+ * run; its output goes to stderr. Resolves once `ready.path` answers (with `ready.status`, if given).
  */
-async function startNode(name: string, entry: string, args: string[], env: Record<string, string>, ready: { path: string; status?: number }): Promise<string> {
+async function startNode(name: string, entry: string, args: string[], env: Record<string, string>, ready: { path: string; status?: number }): Promise<Started> {
   const port = await freePort();
   const child = spawn(process.execPath, [entry, ...args], {
     cwd: ROOT,
@@ -170,6 +176,10 @@ async function startNode(name: string, entry: string, args: string[], env: Recor
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout!.pipe(process.stderr);
+  let lines = 0;
+  child.stdout!.on('data', (chunk: Buffer) => {
+    for (const byte of chunk) if (byte === 0x0a) lines++;
+  });
   child.stderr!.pipe(process.stderr);
   const exited = new Promise((resolve) => child.once('exit', resolve));
   undo.push({ what: `stop the ${name}`, run: () => stopChild(child, exited) });
@@ -181,7 +191,7 @@ async function startNode(name: string, entry: string, args: string[], env: Recor
   for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(200)) {
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the ${name} exited during start-up`);
     const response = await fetch(base + ready.path).catch(() => null);
-    if (response && (ready.status === undefined || response.status === ready.status)) return base;
+    if (response && (ready.status === undefined || response.status === ready.status)) return { base, logLines: () => lines };
   }
   throw new Error(`the ${name} did not become ready within 60 s`);
 }
@@ -488,18 +498,11 @@ function settingsLine(options: Options): string {
 
 // ---------------------------------------------------------------------------------------------
 
-async function main(): Promise<number> {
-  const options = parseOptions();
-  ensureBuilt();
-
-  const stamp = `${new Date().toISOString().replace(/\D/g, '').slice(0, 14)}_${randomBytes(3).toString('hex')}`;
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'contacts-bench-'));
-  undo.push({ what: `remove ${dataDir}`, run: () => rm(dataDir, { recursive: true, force: true }) });
-  const databaseUrl = await createDatabase(`contacts_bench_${stamp}`, options.keep);
+/** The compiled service as production runs it, on its own database, Redis prefix and data folder. */
+async function startService(stamp: string, dataDir: string, jwtSecret: string, keep: boolean): Promise<Started> {
+  const databaseUrl = await createDatabase(`contacts_bench_${stamp}`, keep);
   const redisPrefix = `contacts-bench-${stamp}:`;
   undo.push({ what: `delete Redis keys ${redisPrefix}*`, run: () => deleteRedisKeys(redisPrefix) });
-
-  const jwtSecret = randomBytes(48).toString('base64url');
   const service = await startNode('service', SERVER_ENTRY, [], {
     NODE_ENV: 'production',
     JWT_SECRET: jwtSecret,
@@ -513,11 +516,14 @@ async function main(): Promise<number> {
     // One token serves the whole run, which can outlast the default 15 minutes.
     ACCESS_TOKEN_TTL: '86400',
   }, { path: '/readyz', status: 200 });
-  log(`service at ${service} (${SERVER_ENTRY}, NODE_ENV=production)`);
+  log(`service at ${service.base} (${SERVER_ENTRY}, NODE_ENV=production)`);
+  return service;
+}
 
-  const { token, ids } = await seed(service, path.join(dataDir, 'outbox'));
+/** The measured operations in the order they run, each with the service's answer for the ceiling to replay. */
+async function prepareOperations(service: string, token: string, ids: number[], stamp: string): Promise<Map<Operation, CannedResponse>> {
   let created = 0;
-  const createOp: Operation = {
+  const create: Operation = {
     label: 'create',
     name: 'POST /api/contacts/',
     method: 'POST',
@@ -526,19 +532,13 @@ async function main(): Promise<number> {
     target: null,
     body: () => contactBody(created++, `post-${stamp}`),
   };
-  // Captured first: a create makes every cached read of the user miss, so it must precede the GETs' captures.
-  const cannedCreate = await capture(service, createOp, token);
+  // Captured first: a create makes every cached read of the user miss, so it must precede the reads' captures.
+  const cannedCreate = await capture(service, create, token);
+
   const { timeRange, total } = await chooseTimeRange(service, token);
+  const id = ids[CONTACTS / 2]!;
   const reads: Operation[] = [
-    {
-      label: 'get by id',
-      name: 'GET /api/contacts/{id}',
-      method: 'GET',
-      route: '/api/contacts/:contact_id',
-      url: `/api/contacts/${ids[CONTACTS / 2]}`,
-      target: 0.7,
-      note: `id ${ids[CONTACTS / 2]}`,
-    },
+    { label: 'get by id', name: 'GET /api/contacts/{id}', method: 'GET', route: '/api/contacts/:contact_id', url: `/api/contacts/${id}`, target: 0.7, note: `id ${id}` },
     { label: 'list', name: 'GET /api/contacts/?limit=20', method: 'GET', route: '/api/contacts/', url: '/api/contacts/?limit=20', target: 0.6 },
     {
       label: 'filter',
@@ -548,35 +548,54 @@ async function main(): Promise<number> {
       url: '/api/contacts/?query=last_name:startswith:Sm&limit=20',
       target: 0.6,
     },
+    {
+      label: 'upcoming',
+      name: `GET /api/contacts/get-upcoming-birthday?time_range=${timeRange}`,
+      method: 'GET',
+      route: '/api/contacts/get-upcoming-birthday',
+      url: `/api/contacts/get-upcoming-birthday?time_range=${timeRange}`,
+      target: 0.6,
+    },
   ];
-  const upcoming: Operation = {
-    label: 'upcoming',
-    name: `GET /api/contacts/get-upcoming-birthday?time_range=${timeRange}`,
-    method: 'GET',
-    route: '/api/contacts/get-upcoming-birthday',
-    url: `/api/contacts/get-upcoming-birthday?time_range=${timeRange}`,
-    target: 0.6,
-  };
-  reads.push(upcoming);
-  const canned = new Map<Operation, CannedResponse>([[createOp, cannedCreate]]);
+  const canned = new Map<Operation, CannedResponse>();
   for (const op of reads) canned.set(op, await capture(service, op, token));
-  // The capture's create made one contact more than were seeded.
+  const upcoming = reads.at(-1)!;
   const items = (JSON.parse(canned.get(upcoming)!.body) as unknown[]).length;
+  // The capture's create made one contact more than were seeded.
   upcoming.note = `${items} items; ${total} of ${format(CONTACTS + 1)} contacts match`;
+  // Creates go last: each one makes the user's cached reads miss.
+  return canned.set(create, cannedCreate);
+}
+
+function report(results: Measured[], options: Options, serviceLogLines: number): void {
+  console.log(table(results));
+  console.log();
+  for (const note of notes(results)) console.log(`- ${note}`);
+  if (serviceLogLines > 0) console.log(`- the service logged ${serviceLogLines} warnings or errors (LOG_LEVEL=warn; on stderr above)`);
+  console.log(settingsLine(options));
+  console.log(targetLine(results));
+}
+
+async function main(): Promise<number> {
+  const options = parseOptions();
+  ensureBuilt();
+
+  const stamp = `${new Date().toISOString().replace(/\D/g, '').slice(0, 14)}_${randomBytes(3).toString('hex')}`;
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'contacts-bench-'));
+  undo.push({ what: `remove ${dataDir}`, run: () => rm(dataDir, { recursive: true, force: true }) });
+  const jwtSecret = randomBytes(48).toString('base64url');
+  const service = await startService(stamp, dataDir, jwtSecret, options.keep);
+  const { token, ids } = await seed(service.base, path.join(dataDir, 'outbox'));
+  const canned = await prepareOperations(service.base, token, ids, stamp);
 
   const cannedFile = path.join(dataDir, 'canned.json');
   await writeFile(cannedFile, JSON.stringify([...canned.values()]));
   const ceiling = await startNode('ceiling', CEILING_ENTRY, [cannedFile], { NODE_ENV: 'production', JWT_SECRET: jwtSecret }, { path: '/' });
 
-  // Creates go last: each one makes the user's cached reads miss.
+  const bases = { service: service.base, ceiling: ceiling.base };
   const results: Measured[] = [];
-  for (const op of [...reads, createOp]) results.push(await measure(op, { service, ceiling }, canned.get(op)!, token, options));
-
-  console.log(table(results));
-  console.log();
-  for (const note of notes(results)) console.log(`- ${note}`);
-  console.log(settingsLine(options));
-  console.log(targetLine(results));
+  for (const [op, answer] of canned) results.push(await measure(op, bases, answer, token, options));
+  report(results, options, service.logLines());
   return results.some((m) => failedRequests(m) > 0) ? 1 : 0;
 }
 
