@@ -442,7 +442,8 @@ function table(results: Measured[]): string {
   ];
   for (const m of results) {
     const service = m.rounds.service;
-    const hitShare = m.op.method === 'GET' ? `${((100 * sum(service, 'hits')) / sum(service, 'responses')).toFixed(1)}%` : '–';
+    // Rounded down, so a handful of misses among tens of thousands never reads as 100.00%.
+    const hitShare = m.op.method === 'GET' ? `${(Math.floor((10_000 * sum(service, 'hits')) / sum(service, 'responses')) / 100).toFixed(2)}%` : '–';
     const label = `\`${m.op.name}\`${m.op.note ? ` (${m.op.note})` : ''}`;
     const target = m.op.target === null ? '–' : `≥ ${m.op.target.toFixed(2)}`;
     lines.push(`| ${[label, ...sideCells(service), ...sideCells(m.rounds.ceiling), ratioOf(m).toFixed(2), target, hitShare, format(failedRequests(m))].join(' | ')} |`);
