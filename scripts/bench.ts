@@ -1,0 +1,611 @@
+/**
+ * `npm run bench -- [--duration S] [--rounds N] [--connections C] [--keep]`
+ *
+ * Starts the compiled service the way production does, against a fresh PostgreSQL database and its
+ * own Redis key prefix, seeds one user with 10,000 contacts through the API, then measures each
+ * operation with autocannon beside a bare-Fastify ceiling (scripts/bench-ceiling.ts) in alternating
+ * rounds. Prints a Markdown table to stdout (progress goes to stderr). Exits 1 when any measured
+ * request was not answered 2xx; the ratio targets are reported, not enforced.
+ */
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import net, { type AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import type { CannedResponse } from './bench-ceiling.js';
+
+const USAGE = `Usage: npm run bench -- [options]
+  --duration S      seconds per round (default 10)
+  --rounds N        rounds per side and operation (default 3)
+  --connections C   autocannon connections (default 50)
+  --keep            keep the benchmark database (it is dropped otherwise)`;
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const SERVER_ENTRY = 'dist/src/server.js';
+const CEILING_ENTRY = 'dist/scripts/bench-ceiling.js';
+const BUILD_INPUTS = ['src', 'plugins', 'scripts/migrate.ts', 'scripts/bench-ceiling.ts', 'openapi.yaml', 'tsconfig.json', 'tsconfig.build.json'];
+const POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432';
+const REDIS_URL = 'redis://127.0.0.1:6379';
+const CONTACTS = 10_000;
+const SEED_CONCURRENCY = 16;
+const WARM_REQUESTS = 5;
+const UPCOMING_ITEMS = 100;
+/** Headers Fastify sets on every answer by itself; the ceiling must not copy them. */
+const FRAMEWORK_HEADERS = new Set(['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding']);
+
+const log = (message: string) => console.error(`bench: ${message}`);
+
+function parseOptions() {
+  const { values } = parseArgs({
+    options: {
+      duration: { type: 'string', default: '10' },
+      rounds: { type: 'string', default: '3' },
+      connections: { type: 'string', default: '50' },
+      keep: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  const positive = (raw: string) => (/^[1-9]\d*$/.test(raw) ? Number(raw) : NaN);
+  const options = {
+    duration: positive(values.duration),
+    rounds: positive(values.rounds),
+    connections: positive(values.connections),
+    keep: values.keep,
+  };
+  if (values.help || [options.duration, options.rounds, options.connections].some(Number.isNaN)) {
+    console.error(USAGE);
+    process.exit(values.help ? 0 : 2);
+  }
+  return options;
+}
+
+type Options = ReturnType<typeof parseOptions>;
+
+// ---------------------------------------------------------------------------------------------
+// Clean-up: every step that starts something registers how to undo it, so a failure or Ctrl-C
+// leaves no process, database or Redis key behind.
+
+const undo: Array<{ what: string; run: () => Promise<void> }> = [];
+let cleaning: Promise<void> | undefined;
+
+function cleanUp(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const step of undo.reverse()) {
+      await step.run().catch((error: unknown) => log(`could not ${step.what}: ${String(error)}`));
+    }
+  })();
+  return cleaning;
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    log(`${signal}: cleaning up`);
+    void cleanUp().finally(() => process.exit(130));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Build, database, Redis, processes.
+
+function newestMtime(entry: string): number {
+  const full = path.join(ROOT, entry);
+  if (!statSync(full).isDirectory()) return statSync(full).mtimeMs;
+  const files = readdirSync(full, { recursive: true, encoding: 'utf8' });
+  return Math.max(...files.map((file) => statSync(path.join(full, file)).mtimeMs));
+}
+
+/** Runs `npm run build` when dist/ is missing or older than what it is compiled from. */
+function ensureBuilt(): void {
+  const outputs = [SERVER_ENTRY, CEILING_ENTRY].map((file) => path.join(ROOT, file));
+  const oldestOutput = Math.min(...outputs.map((file) => (existsSync(file) ? statSync(file).mtimeMs : -Infinity)));
+  if (oldestOutput >= Math.max(...BUILD_INPUTS.map(newestMtime))) return;
+  log('dist/ is missing or older than the sources: npm run build');
+  const build = spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: ['ignore', 2, 2] });
+  if (build.status !== 0) throw new Error('npm run build failed');
+}
+
+async function adminQuery(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: `${POSTGRES_URL}/postgres` });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A fresh database for this run; dropped at clean-up unless `keep`. */
+async function createDatabase(name: string, keep: boolean): Promise<string> {
+  await adminQuery(`CREATE DATABASE "${name}"`);
+  const url = `${POSTGRES_URL}/${name}`;
+  if (keep) undo.push({ what: 'report the kept database', run: async () => log(`kept database ${url}`) });
+  else undo.push({ what: `drop database ${name}`, run: () => adminQuery(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`) });
+  return url;
+}
+
+async function deleteRedisKeys(prefix: string): Promise<void> {
+  const redis = new Redis(REDIS_URL, { lazyConnect: true });
+  await redis.connect();
+  try {
+    for await (const keys of redis.scanStream({ match: `${prefix}*`, count: 500 }) as AsyncIterable<string[]>) {
+      if (keys.length > 0) await redis.unlink(...keys);
+    }
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+async function stopChild(child: ChildProcess, exited: Promise<unknown>): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const stopped = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
+  if (!stopped) child.kill('SIGKILL');
+}
+
+interface Started {
+  base: string;
+  /** Lines the process has written to stdout so far (with LOG_LEVEL=warn, each is a warning or an error). */
+  logLines(): number;
+}
+
+/**
+ * Starts `node <entry>` with only `env` (plus PATH), so nothing from the caller's shell changes the
+ * run; its output goes to stderr. Resolves once `ready.path` answers (with `ready.status`, if given).
+ */
+async function startNode(name: string, entry: string, args: string[], env: Record<string, string>, ready: { path: string; status?: number }): Promise<Started> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [entry, ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.pipe(process.stderr);
+  let lines = 0;
+  child.stdout!.on('data', (chunk: Buffer) => {
+    for (const byte of chunk) if (byte === 0x0a) lines++;
+  });
+  child.stderr!.pipe(process.stderr);
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  undo.push({ what: `stop the ${name}`, run: () => stopChild(child, exited) });
+  void exited.then(() => {
+    if (!cleaning) log(`the ${name} exited (code ${child.exitCode}, signal ${child.signalCode})`);
+  });
+
+  const base = `http://127.0.0.1:${port}`;
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(200)) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the ${name} exited during start-up`);
+    const response = await fetch(base + ready.path).catch(() => null);
+    if (response && (ready.status === undefined || response.status === ready.status)) return { base, logLines: () => lines };
+  }
+  throw new Error(`the ${name} did not become ready within 60 s`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seeding through the API.
+
+const FIRST_NAMES = ['Ada', 'Ben', 'Chloe', 'Dev', 'Emma', 'Farid', 'Grace', 'Hiro', 'Ines', 'Jonas'];
+/** Four in ten start with "Sm", interleaved with others so the filtered first page is not the unfiltered one. */
+const LAST_NAMES = ['Jones', 'Smith', 'Garcia', 'Smythe', 'Nguyen', 'Smart', 'Okafor', 'Small', 'Kowalski', 'Brown'];
+
+/** Contact number `n`: deterministic names, a unique e-mail, birthdays spread evenly over the year. */
+function contactBody(n: number, emailTag: string): string {
+  // Day of a non-leap year (no 29 February), stepped by 37 (coprime with 365) so days and names do not correlate.
+  const day = new Date(Date.UTC(2001, 0, 1 + ((n * 37) % 365)));
+  const year = 1950 + (n % 50);
+  return JSON.stringify({
+    first_name: FIRST_NAMES[n % FIRST_NAMES.length],
+    last_name: LAST_NAMES[Math.floor(n / FIRST_NAMES.length) % LAST_NAMES.length],
+    email: `${emailTag}-${n}@bench.example`,
+    phone: `+1555${String(n).padStart(7, '0')}`,
+    birthday: `${year}-${day.toISOString().slice(5, 10)}`,
+  });
+}
+
+async function expectStatus(response: Response, status: number, what: string): Promise<Response> {
+  if (response.status !== status) throw new Error(`${what}: expected ${status}, got ${response.status} ${await response.text()}`);
+  return response;
+}
+
+/** Runs `task(0..count-1)` with at most `concurrency` in flight. */
+async function inParallel(count: number, concurrency: number, task: (index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < count) await task(next++);
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+}
+
+function decodeQuotedPrintable(text: string): string {
+  return text.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+}
+
+/** The verification link of the one mail the service wrote to the outbox (mail is sent in the background). */
+async function verificationLink(outbox: string): Promise<string> {
+  for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(100)) {
+    const files = (await readdir(outbox).catch(() => [])).filter((file) => file.endsWith('.eml'));
+    for (const file of files) {
+      const mail = decodeQuotedPrintable(await readFile(path.join(outbox, file), 'utf8'));
+      const link = /https?:\/\/[^\s"<>]+\/verify-email\?token=[\w.-]+/.exec(mail)?.[0];
+      if (link) return link;
+    }
+  }
+  throw new Error(`no verification mail in ${outbox}`);
+}
+
+/** Registers, verifies and logs in one user, then creates CONTACTS contacts; returns the token and their ids. */
+async function seed(service: string, outbox: string): Promise<{ token: string; ids: number[] }> {
+  const user = { username: 'bench_user', email: 'bench-user@bench.example', password: randomBytes(18).toString('base64url') };
+  const json = { 'content-type': 'application/json' };
+  await expectStatus(await fetch(`${service}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify(user) }), 201, 'register');
+  await expectStatus(await fetch(await verificationLink(outbox)), 200, 'verify e-mail');
+  const form = new URLSearchParams({ username: user.username, password: user.password });
+  const login = await expectStatus(await fetch(`${service}/api/auth/login`, { method: 'POST', body: form }), 200, 'log in');
+  const token = ((await login.json()) as { access_token: string }).access_token;
+
+  const started = Date.now();
+  const ids: number[] = [];
+  await inParallel(CONTACTS, SEED_CONCURRENCY, async (n) => {
+    const init = { method: 'POST', headers: { ...json, authorization: `Bearer ${token}` }, body: contactBody(n, 'seed') };
+    const created = await expectStatus(await fetch(`${service}/api/contacts/`, init), 201, 'create contact');
+    ids[n] = ((await created.json()) as { id: number }).id;
+  });
+  log(`seeded ${CONTACTS} contacts in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  return { token, ids };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operations and the answers the ceiling replays.
+
+interface Operation {
+  /** Short name for progress lines and the targets line. */
+  label: string;
+  /** The operation as the issue names it, for the table. */
+  name: string;
+  method: 'GET' | 'POST';
+  /** The service's route pattern; the ceiling registers the same one. */
+  route: string;
+  url: string;
+  /** The share of the ceiling's req/s the service team aims for; null when there is none. */
+  target: number | null;
+  /** POST: a fresh body per request (each create needs a unique e-mail). */
+  body?: () => string;
+  note?: string;
+}
+
+function send(base: string, op: Operation, token: string): Promise<Response> {
+  const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+  if (op.body) headers['content-type'] = 'application/json';
+  return fetch(base + op.url, { method: op.method, headers, ...(op.body ? { body: op.body() } : {}) });
+}
+
+/** A few requests so the cache is filled and the JIT warm; returns the last answer's X-Cache. */
+async function warm(base: string, op: Operation, token: string): Promise<string | null> {
+  let xCache: string | null = null;
+  for (let i = 0; i < WARM_REQUESTS; i++) {
+    const response = await send(base, op, token);
+    if (!response.ok) throw new Error(`${op.label} warm-up: ${response.status} ${await response.text()}`);
+    await response.arrayBuffer();
+    xCache = response.headers.get('x-cache');
+  }
+  return xCache;
+}
+
+/** The service's answer to `op` with the headers Fastify adds by itself removed; a cached GET must be a HIT. */
+async function capture(service: string, op: Operation, token: string): Promise<CannedResponse> {
+  if (op.method === 'GET') await warm(service, op, token);
+  const response = await send(service, op, token);
+  if (!response.ok) throw new Error(`${op.label}: ${response.status} ${await response.text()}`);
+  if (op.method === 'GET' && response.headers.get('x-cache') !== 'HIT') throw new Error(`${op.label}: no cache HIT after warm-up`);
+  const headers = Object.fromEntries([...response.headers].filter(([name]) => !FRAMEWORK_HEADERS.has(name)));
+  const body = await response.text();
+  log(`${op.label}: captured ${response.status}, ${Buffer.byteLength(body)} bytes, headers ${Object.keys(headers).join(', ')}`);
+  return { method: op.method, route: op.route, url: op.url, status: response.status, headers, body };
+}
+
+/** The time_range whose upcoming-birthday count is nearest UPCOMING_ITEMS (the count grows with the range). */
+async function chooseTimeRange(service: string, token: string): Promise<{ timeRange: number; total: number }> {
+  const total = async (timeRange: number) => {
+    const url = `${service}/api/contacts/get-upcoming-birthday?time_range=${timeRange}&limit=1`;
+    const response = await expectStatus(await fetch(url, { headers: { authorization: `Bearer ${token}` } }), 200, 'upcoming birthdays');
+    return Number(response.headers.get('x-total-count'));
+  };
+  let [low, high] = [0, 366];
+  while (low < high) {
+    const middle = Math.floor((low + high) / 2);
+    if ((await total(middle)) >= UPCOMING_ITEMS) high = middle;
+    else low = middle + 1;
+  }
+  const candidates = await Promise.all([low - 1, low].filter((t) => t >= 0).map(async (t) => ({ timeRange: t, total: await total(t) })));
+  return candidates.reduce((best, c) => (Math.abs(c.total - UPCOMING_ITEMS) < Math.abs(best.total - UPCOMING_ITEMS) ? c : best));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rounds.
+
+type Side = 'service' | 'ceiling';
+
+interface Round {
+  reqPerSec: number;
+  p50: number;
+  p99: number;
+  responses: number;
+  /** Answers outside 2xx. */
+  non2xx: number;
+  /** Requests with no answer (connection errors, timeouts): failures as much as a non-2xx. */
+  errors: number;
+  statusCodes: string[];
+  hits: number;
+  /** Answers whose body differs from the captured one. */
+  mismatches: number;
+}
+
+/** service, ceiling, ceiling, service, service, ceiling, …: each side goes first equally often. */
+function roundOrder(rounds: number): Side[] {
+  return Array.from({ length: rounds }, (_, i): Side[] => (i % 2 === 0 ? ['service', 'ceiling'] : ['ceiling', 'service'])).flat();
+}
+
+async function runRound(base: string, op: Operation, canned: CannedResponse, token: string, options: Options): Promise<Round> {
+  let hits = 0;
+  let mismatches = 0;
+  const result = await autocannon({
+    url: base,
+    connections: options.connections,
+    duration: options.duration,
+    headers: { authorization: `Bearer ${token}`, ...(op.body ? { 'content-type': 'application/json' } : {}) },
+    requests: [
+      {
+        method: op.method,
+        path: op.url,
+        ...(op.body ? { setupRequest: (request: autocannon.Request) => ({ ...request, body: op.body!() }) } : {}),
+        onResponse: (_status, body, _context, headers) => {
+          if ((headers?.['x-cache'] ?? headers?.['X-Cache']) === 'HIT') hits++;
+          // Each create answers a new contact; a GET must answer the very bytes the ceiling replays.
+          if (op.method === 'GET' && body !== canned.body) mismatches++;
+        },
+      },
+    ],
+  });
+  return {
+    reqPerSec: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    responses: result['2xx'] + result.non2xx,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    statusCodes: Object.keys(result.statusCodeStats ?? {}).filter((code) => !code.startsWith('2')),
+    hits,
+    mismatches,
+  };
+}
+
+interface Measured {
+  op: Operation;
+  rounds: Record<Side, Round[]>;
+  /** X-Cache of the sample requests right before and after each service round. */
+  samples: Array<string | null>;
+}
+
+async function measure(op: Operation, bases: Record<Side, string>, canned: CannedResponse, token: string, options: Options): Promise<Measured> {
+  const measured: Measured = { op, rounds: { service: [], ceiling: [] }, samples: [] };
+  for (const side of roundOrder(options.rounds)) {
+    const before = await warm(bases[side], op, token);
+    const round = await runRound(bases[side], op, canned, token, options);
+    if (side === 'service' && op.method === 'GET') {
+      const after = await send(bases.service, op, token);
+      await after.arrayBuffer();
+      measured.samples.push(before, after.headers.get('x-cache'));
+    }
+    measured.rounds[side].push(round);
+    log(`${op.label} ${side}: ${format(round.reqPerSec)} req/s, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${round.non2xx + round.errors}`);
+  }
+  return measured;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report.
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+const format = (value: number) => Math.round(value).toLocaleString('en-US');
+const sum = (rounds: Round[], field: 'responses' | 'non2xx' | 'errors' | 'hits' | 'mismatches') => rounds.reduce((total, r) => total + r[field], 0);
+const ratioOf = (m: Measured) => median(m.rounds.service.map((r) => r.reqPerSec)) / median(m.rounds.ceiling.map((r) => r.reqPerSec));
+const failedRequests = (m: Measured) => [...m.rounds.service, ...m.rounds.ceiling].reduce((total, r) => total + r.non2xx + r.errors, 0);
+
+function sideCells(rounds: Round[]): string[] {
+  return [format(median(rounds.map((r) => r.reqPerSec))), `${median(rounds.map((r) => r.p50))} / ${median(rounds.map((r) => r.p99))}`];
+}
+
+function table(results: Measured[]): string {
+  const lines = [
+    '| Operation | Service req/s | Service p50 / p99 ms | Ceiling req/s | Ceiling p50 / p99 ms | Ratio | Target | X-Cache HIT | non-2xx |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const m of results) {
+    const service = m.rounds.service;
+    // Rounded down, so a handful of misses among tens of thousands never reads as 100.00%.
+    const hitShare = m.op.method === 'GET' ? `${(Math.floor((10_000 * sum(service, 'hits')) / sum(service, 'responses')) / 100).toFixed(2)}%` : '–';
+    const label = `\`${m.op.name}\`${m.op.note ? ` (${m.op.note})` : ''}`;
+    const target = m.op.target === null ? '–' : `≥ ${m.op.target.toFixed(2)}`;
+    lines.push(`| ${[label, ...sideCells(service), ...sideCells(m.rounds.ceiling), ratioOf(m).toFixed(2), target, hitShare, format(failedRequests(m))].join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
+
+/** Things a reader of the table should know: failed requests, misses, bodies that were not the captured ones. */
+function notes(results: Measured[]): string[] {
+  const found: string[] = [];
+  for (const m of results) {
+    for (const side of ['service', 'ceiling'] as const) {
+      const rounds = m.rounds[side];
+      const codes = [...new Set(rounds.flatMap((r) => r.statusCodes))];
+      if (sum(rounds, 'non2xx') + sum(rounds, 'errors') > 0) {
+        found.push(`${m.op.label} ${side}: ${sum(rounds, 'non2xx')} non-2xx answers (status ${codes.join(', ') || '–'}), ${sum(rounds, 'errors')} connection errors/timeouts`);
+      }
+      if (sum(rounds, 'mismatches') > 0) found.push(`${m.op.label} ${side}: ${sum(rounds, 'mismatches')} answers differ from the captured body`);
+    }
+    const misses = m.samples.filter((xCache) => xCache !== 'HIT').length;
+    if (misses > 0) found.push(`${m.op.label}: ${misses} of ${m.samples.length} sample requests around service rounds were not X-Cache: HIT`);
+  }
+  return found;
+}
+
+function targetLine(results: Measured[]): string {
+  const checked = results.filter((m) => m.op.target !== null);
+  const pass = checked.every((m) => ratioOf(m) >= m.op.target!);
+  const parts = checked.map((m) => `${m.op.label} ${ratioOf(m).toFixed(2)} ${ratioOf(m) >= m.op.target! ? '≥' : '<'} ${m.op.target!.toFixed(2)}`);
+  return `Targets: ${pass ? 'PASS' : 'FAIL'} (reported, not enforced): ${parts.join('; ')}`;
+}
+
+function packageVersion(name: string): string {
+  return (JSON.parse(readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+function commit(): string {
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
+  return `${git('rev-parse', '--short', 'HEAD')}${git('status', '--porcelain') ? ' (with uncommitted changes)' : ''}`;
+}
+
+function settingsLine(options: Options): string {
+  return [
+    `Settings: node ${process.version}`,
+    `fastify ${packageVersion('fastify')}, @fastify/jwt ${packageVersion('@fastify/jwt')}, autocannon ${packageVersion('autocannon')}`,
+    `rounds ${options.rounds} per side and operation, ${options.duration} s each, ${options.connections} connections`,
+    `${CONTACTS.toLocaleString('en-US')} contacts`,
+    `${os.cpus().length} CPUs`,
+    `commit ${commit()}`,
+    new Date().toISOString(),
+  ].join('; ');
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** The compiled service as production runs it, on its own database, Redis prefix and data folder. */
+async function startService(stamp: string, dataDir: string, jwtSecret: string, keep: boolean): Promise<Started> {
+  const databaseUrl = await createDatabase(`contacts_bench_${stamp}`, keep);
+  const redisPrefix = `contacts-bench-${stamp}:`;
+  undo.push({ what: `delete Redis keys ${redisPrefix}*`, run: () => deleteRedisKeys(redisPrefix) });
+  const service = await startNode('service', SERVER_ENTRY, [], {
+    NODE_ENV: 'production',
+    JWT_SECRET: jwtSecret,
+    DATABASE_URL: databaseUrl,
+    REDIS_URL,
+    REDIS_KEY_PREFIX: redisPrefix,
+    LOG_LEVEL: 'warn',
+    DATA_DIR: dataDir,
+    // Seeding registers, verifies and logs in anonymously; the default 20 a minute would throttle it.
+    RATE_LIMIT_ANON_PER_MIN: '1000000',
+    // One token serves the whole run, which can outlast the default 15 minutes.
+    ACCESS_TOKEN_TTL: '86400',
+  }, { path: '/readyz', status: 200 });
+  log(`service at ${service.base} (${SERVER_ENTRY}, NODE_ENV=production)`);
+  return service;
+}
+
+/** The measured operations in the order they run, each with the service's answer for the ceiling to replay. */
+async function prepareOperations(service: string, token: string, ids: number[], stamp: string): Promise<Map<Operation, CannedResponse>> {
+  let created = 0;
+  const create: Operation = {
+    label: 'create',
+    name: 'POST /api/contacts/',
+    method: 'POST',
+    route: '/api/contacts/',
+    url: '/api/contacts/',
+    target: null,
+    body: () => contactBody(created++, `post-${stamp}`),
+  };
+  // Captured first: a create makes every cached read of the user miss, so it must precede the reads' captures.
+  const cannedCreate = await capture(service, create, token);
+
+  const { timeRange, total } = await chooseTimeRange(service, token);
+  const id = ids[CONTACTS / 2]!;
+  const reads: Operation[] = [
+    { label: 'get by id', name: 'GET /api/contacts/{id}', method: 'GET', route: '/api/contacts/:contact_id', url: `/api/contacts/${id}`, target: 0.7, note: `id ${id}` },
+    { label: 'list', name: 'GET /api/contacts/?limit=20', method: 'GET', route: '/api/contacts/', url: '/api/contacts/?limit=20', target: 0.6 },
+    {
+      label: 'filter',
+      name: 'GET /api/contacts/?query=last_name:startswith:Sm&limit=20',
+      method: 'GET',
+      route: '/api/contacts/',
+      url: '/api/contacts/?query=last_name:startswith:Sm&limit=20',
+      target: 0.6,
+    },
+    {
+      label: 'upcoming',
+      name: `GET /api/contacts/get-upcoming-birthday?time_range=${timeRange}`,
+      method: 'GET',
+      route: '/api/contacts/get-upcoming-birthday',
+      url: `/api/contacts/get-upcoming-birthday?time_range=${timeRange}`,
+      target: 0.6,
+    },
+  ];
+  const canned = new Map<Operation, CannedResponse>();
+  for (const op of reads) canned.set(op, await capture(service, op, token));
+  const upcoming = reads.at(-1)!;
+  const items = (JSON.parse(canned.get(upcoming)!.body) as unknown[]).length;
+  // The capture's create made one contact more than were seeded.
+  upcoming.note = `${items} items; ${total} of ${format(CONTACTS + 1)} contacts match`;
+  // Creates go last: each one makes the user's cached reads miss.
+  return canned.set(create, cannedCreate);
+}
+
+function report(results: Measured[], options: Options, serviceLogLines: number): void {
+  console.log(table(results));
+  console.log();
+  for (const note of notes(results)) console.log(`- ${note}`);
+  if (serviceLogLines > 0) console.log(`- the service logged ${serviceLogLines} warnings or errors (LOG_LEVEL=warn; on stderr above)`);
+  console.log(settingsLine(options));
+  console.log(targetLine(results));
+}
+
+async function main(): Promise<number> {
+  const options = parseOptions();
+  ensureBuilt();
+
+  const stamp = `${new Date().toISOString().replace(/\D/g, '').slice(0, 14)}_${randomBytes(3).toString('hex')}`;
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'contacts-bench-'));
+  undo.push({ what: `remove ${dataDir}`, run: () => rm(dataDir, { recursive: true, force: true }) });
+  const jwtSecret = randomBytes(48).toString('base64url');
+  const service = await startService(stamp, dataDir, jwtSecret, options.keep);
+  const { token, ids } = await seed(service.base, path.join(dataDir, 'outbox'));
+  const canned = await prepareOperations(service.base, token, ids, stamp);
+
+  const cannedFile = path.join(dataDir, 'canned.json');
+  await writeFile(cannedFile, JSON.stringify([...canned.values()]));
+  const ceiling = await startNode('ceiling', CEILING_ENTRY, [cannedFile], { NODE_ENV: 'production', JWT_SECRET: jwtSecret }, { path: '/' });
+
+  const bases = { service: service.base, ceiling: ceiling.base };
+  const results: Measured[] = [];
+  for (const [op, answer] of canned) results.push(await measure(op, bases, answer, token, options));
+  report(results, options, service.logLines());
+  return results.some((m) => failedRequests(m) > 0) ? 1 : 0;
+}
+
+let exitCode = 2;
+try {
+  exitCode = await main();
+} catch (error) {
+  console.error(error);
+} finally {
+  await cleanUp();
+}
+process.exit(exitCode);
