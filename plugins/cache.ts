@@ -1,111 +1,208 @@
+import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 
+/** A cached answer: its serialized JSON body and the headers that go with it. */
+export interface CachedAnswer {
+  body: string;
+  headers: Record<string, string | number>;
+}
+
+export interface CacheRead {
+  /** The answer cached under the user's current generation, if any. */
+  answer: CachedAnswer | undefined;
+  /** The generation the answer belongs to; null when the cache must not be used now. */
+  generation: number | null;
+}
+
 /**
- * A small read cache with per-scope generations: a reader puts `generation(scope)` into its key, and
- * `bump(scope)` makes every key built with an older generation unreachable at once (no key scans).
- * Never throws: a failing backend reads as a miss and a failed write is dropped, with a warning.
+ * Per-user answer cache. Each user has a generation; an answer is stored under the generation that
+ * was current before it was computed, and `invalidate` moves the user to a new generation, so
+ * every earlier answer becomes unreachable at once (no key scans). Never throws: a failing backend
+ * reads as "do not cache" and a failed write is dropped.
  */
-export interface Cache {
-  get<T>(key: string): Promise<T | undefined>;
-  /** Stores `value` for `ttlMs` (at most MAX_TTL_MS). */
-  set(key: string, value: unknown, ttlMs: number): Promise<void>;
-  /** The current generation of `scope` (0 until the first bump); null when unknown, so the caller must not use the cache. */
-  generation(scope: string): Promise<number | null>;
-  /** Moves `scope` to a new generation. */
-  bump(scope: string): Promise<void>;
+export interface AnswerCache {
+  read(userId: number, key: string): Promise<CacheRead>;
+  /** Stores `answer` for `ttlMs` (at most MAX_TTL_MS) if `generation` is still the user's. */
+  write(userId: number, key: string, generation: number, answer: CachedAnswer, ttlMs: number): Promise<void>;
+  /** After a committed write by the user: all of their cached answers miss from now on. */
+  invalidate(userId: number): Promise<void>;
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
-    cache: Cache;
+    cache: AnswerCache;
   }
 }
 
-/** Entries kept by the in-process cache; the oldest go first. */
-const MAX_ENTRIES = 10_000;
-/** The longest TTL any caller gives an entry (upcoming birthdays: one hour). */
+/** The longest TTL any answer gets (upcoming birthdays: one hour). */
 export const MAX_TTL_MS = 3_600_000;
+/** Bytes of answers this process keeps; the least recently used go first. */
+const MEMORY_BYTES = 64 * 1024 * 1024;
+const PURGE_INTERVAL_MS = 60_000;
+
+interface Remembered {
+  generation: number;
+  answer: CachedAnswer;
+}
+
+/** Answers kept in this process, bounded by size; expired ones are purged every minute. */
+function answerMemory(): { answers: LRUCache<string, Remembered>; stop(): void } {
+  const answers = new LRUCache<string, Remembered>({
+    maxSize: MEMORY_BYTES,
+    // UTF-16 code units, plus room for the headers and the entry itself.
+    sizeCalculation: (entry) => entry.answer.body.length * 2 + 512,
+    ttlAutopurge: false,
+  });
+  const purge = setInterval(() => answers.purgeStale(), PURGE_INTERVAL_MS);
+  purge.unref();
+  return { answers, stop: () => clearInterval(purge) };
+}
+
+const cappedTtl = (ttlMs: number) => Math.min(MAX_TTL_MS, Math.max(1, Math.floor(ttlMs)));
+
+/** Cache in this process only: generations in a map that is never evicted, answers in a size-bounded LRU. */
+export function memoryCache(): AnswerCache & { stop(): void } {
+  const { answers, stop } = answerMemory();
+  const generations = new Map<number, number>();
+  const generationOf = (userId: number) => generations.get(userId) ?? 0;
+  return {
+    async read(userId, key) {
+      const generation = generationOf(userId);
+      const remembered = answers.get(`${userId} ${key}`);
+      return { answer: remembered?.generation === generation ? remembered.answer : undefined, generation };
+    },
+    async write(userId, key, generation, answer, ttlMs) {
+      if (generation === generationOf(userId)) answers.set(`${userId} ${key}`, { generation, answer }, { ttl: cappedTtl(ttlMs) });
+    },
+    async invalidate(userId) {
+      generations.set(userId, generationOf(userId) + 1);
+    },
+    stop,
+  };
+}
 
 /**
- * Cache over Redis: values as JSON under `prefix`, generations as INCR counters. When a bump fails,
- * entries of the old generation may still be in Redis, so this process bypasses that scope (its
- * generation reads as unknown) until every entry written before the failed bump has expired.
- * `now` is the wall clock in ms (Redis expiry runs on real time).
+ * One round trip per read: the user's generation, and the answer stored under it unless this
+ * process already holds that generation's answer (then only the generation travels).
  */
-export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger, now: () => number = Date.now): Cache {
-  const failed = (operation: string) => (error: unknown) => {
-    log.warn({ err: error, operation }, 'redis cache unavailable; using the database');
-    return undefined;
+const READ_SCRIPT = `
+local generation = redis.call('GET', KEYS[1]) or '0'
+if generation == ARGV[2] then return {generation} end
+return {generation, redis.call('GET', ARGV[1] .. generation .. ':' .. ARGV[3])}
+`;
+
+interface ReadCommand {
+  cacheRead(generationKey: string, answerPrefix: string, heldGeneration: string, key: string): Promise<[string, string | null] | [string]>;
+}
+
+/**
+ * Cache over Redis, shared by every instance, with this process's own copy of recent answers in
+ * front (checked against the generation on every read, so it is never stale). Keys of one user
+ * share a hash tag, so the read script stays in one Redis Cluster slot. When an invalidation fails,
+ * answers of the old generation may still be in Redis, so this process bypasses that user until
+ * every answer written before the failed invalidation has expired. `now` is the wall clock in ms.
+ */
+export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger, now: () => number = Date.now): AnswerCache & { stop(): void } {
+  if (!('cacheRead' in client)) client.defineCommand('cacheRead', { numberOfKeys: 1, lua: READ_SCRIPT });
+  const redis = client as Redis & ReadCommand;
+  const { answers: nearby, stop } = answerMemory();
+  const userKey = (userId: number) => `${prefix}{u${userId}}:`;
+  const digest = (key: string) => createHash('sha256').update(key).digest('base64url');
+
+  // One warning when Redis starts failing the cache, one line when it answers again.
+  let failing = false;
+  const failed = (error: unknown) => {
+    if (!failing) log.warn({ err: error }, 'redis cache unavailable; answering from the database');
+    failing = true;
   };
-  /** Scope → the instant its bypass ends. */
-  const bypassUntil = new Map<string, number>();
-  const bypassed = (scope: string) => {
-    const until = bypassUntil.get(scope);
-    if (until === undefined) return false;
-    if (now() < until) return true;
-    bypassUntil.delete(scope);
-    return false;
+  const answered = () => {
+    if (failing) log.info('redis cache available again');
+    failing = false;
   };
+
+  /** User → the instant their bypass ends. Re-inserting keeps the map in expiry order. */
+  const bypassUntil = new Map<number, number>();
+  const bypassed = (userId: number) => {
+    for (const [user, until] of bypassUntil) {
+      if (until > now()) break;
+      bypassUntil.delete(user);
+    }
+    return bypassUntil.has(userId);
+  };
+
   return {
-    async get<T>(key: string) {
-      const raw = await client.get(`${prefix}v:${key}`).catch(failed('get'));
-      return raw == null ? undefined : (JSON.parse(raw) as T);
-    },
-    async set(key, value, ttlMs) {
-      // Capped so that a bypass of MAX_TTL_MS outlives every entry written before it.
-      const ttl = Math.min(MAX_TTL_MS, Math.max(1, Math.floor(ttlMs)));
-      await client.set(`${prefix}v:${key}`, JSON.stringify(value), 'PX', ttl).catch(failed('set'));
-    },
-    async generation(scope) {
-      if (bypassed(scope)) return null;
-      const raw = await client.get(`${prefix}g:${scope}`).catch(failed('generation'));
-      return raw === undefined ? null : Number(raw ?? 0);
-    },
-    async bump(scope) {
+    async read(userId, key) {
+      if (bypassed(userId)) return { answer: undefined, generation: null };
+      const id = digest(key);
+      const held = nearby.get(`${userId} ${id}`);
+      let reply;
       try {
-        await client.incr(`${prefix}g:${scope}`);
+        reply = await redis.cacheRead(`${userKey(userId)}g`, `${userKey(userId)}a:`, String(held?.generation ?? ''), id);
+        answered();
       } catch (error) {
-        // Re-inserting keeps the map in expiry order, so expired bypasses are swept from the front.
-        bypassUntil.delete(scope);
-        bypassUntil.set(scope, now() + MAX_TTL_MS);
-        for (const [key, until] of bypassUntil) {
-          if (until > now()) break;
-          bypassUntil.delete(key);
-        }
-        log.warn({ err: error, operation: 'bump', scope }, 'redis cache bump failed; bypassing the cache for this scope for an hour');
+        failed(error);
+        return { answer: undefined, generation: null };
+      }
+      const generation = Number(reply[0]);
+      if (held?.generation === generation) return { answer: held.answer, generation };
+      const stored = reply[1] ? parseStored(reply[1]) : undefined;
+      if (!stored || stored.expiresAt <= now()) return { answer: undefined, generation };
+      nearby.set(`${userId} ${id}`, { generation, answer: stored.answer }, { ttl: stored.expiresAt - now() });
+      return { answer: stored.answer, generation };
+    },
+    async write(userId, key, generation, answer, ttlMs) {
+      const id = digest(key);
+      const ttl = cappedTtl(ttlMs);
+      nearby.set(`${userId} ${id}`, { generation, answer }, { ttl });
+      try {
+        await redis.set(`${userKey(userId)}a:${generation}:${id}`, formatStored(answer, now() + ttl), 'PX', ttl);
+        answered();
+      } catch (error) {
+        failed(error);
       }
     },
+    async invalidate(userId) {
+      try {
+        await redis.incr(`${userKey(userId)}g`);
+        answered();
+      } catch (error) {
+        failed(error);
+        bypassUntil.delete(userId);
+        bypassUntil.set(userId, now() + MAX_TTL_MS);
+        log.warn({ err: error, userId }, 'cache invalidation failed; bypassing the cache for this user for an hour');
+      }
+    },
+    stop,
   };
 }
 
-/** Cache in this process: an LRU of values with per-entry TTLs; generations in a map that is never evicted. */
-export function memoryCache(): Cache {
-  const values = new LRUCache<string, { value: unknown }>({ max: MAX_ENTRIES });
-  const generations = new Map<string, number>();
-  return {
-    async get<T>(key: string) {
-      return values.get(key)?.value as T | undefined;
-    },
-    async set(key, value, ttlMs) {
-      values.set(key, { value }, { ttl: Math.max(1, Math.floor(ttlMs)) });
-    },
-    async generation(scope) {
-      return generations.get(scope) ?? 0;
-    },
-    async bump(scope) {
-      generations.set(scope, (generations.get(scope) ?? 0) + 1);
-    },
-  };
+/** `expiresAt\nheaders JSON\nbody`: the body (JSON, never a raw newline) is stored as it is sent. */
+function formatStored(answer: CachedAnswer, expiresAt: number): string {
+  return `${expiresAt}\n${JSON.stringify(answer.headers)}\n${answer.body}`;
 }
 
-/** `app.cache`: Redis under `${redisKeyPrefix}cache:` when a Redis client exists, else an in-process LRU. */
+/** The stored form back; undefined for anything else found under the key. */
+function parseStored(stored: string): { answer: CachedAnswer; expiresAt: number } | undefined {
+  const first = stored.indexOf('\n');
+  const second = stored.indexOf('\n', first + 1);
+  if (first < 0 || second < 0) return undefined;
+  try {
+    const headers = JSON.parse(stored.slice(first + 1, second)) as CachedAnswer['headers'];
+    return { expiresAt: Number(stored.slice(0, first)), answer: { headers, body: stored.slice(second + 1) } };
+  } catch {
+    return undefined;
+  }
+}
+
+/** `app.cache`: Redis under `${redisKeyPrefix}cache:` when a Redis client exists, else in this process only. */
 export default fp(
   async (app) => {
     const cache = app.redisClient ? redisCache(app.redisClient, `${app.config.redisKeyPrefix}cache:`, app.log) : memoryCache();
     app.decorate('cache', cache);
+    app.addHook('onClose', async () => cache.stop());
   },
   { name: 'cache', dependencies: ['config', 'redis'], fastify: '5.x' },
 );

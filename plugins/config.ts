@@ -137,13 +137,21 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
 declare module 'fastify' {
   interface FastifyInstance {
     config: AppConfig;
+    /** The clock every date rule reads (birthdays, cache expiry at midnight); tests move it. */
+    now(): Date;
   }
 }
 
-/** Exposes the validated settings as `app.config`. */
-export default fp<{ config: AppConfig }>(
-  async (app, { config }) => {
+export interface ConfigOptions {
+  config: AppConfig;
+  now?: () => Date;
+}
+
+/** Exposes the validated settings as `app.config`, and the clock as `app.now`. */
+export default fp<ConfigOptions>(
+  async (app, { config, now = () => new Date() }) => {
     app.decorate('config', config);
+    app.decorate('now', now);
   },
   { name: 'config', fastify: '5.x' },
 );

@@ -56,6 +56,8 @@ interface OperationEntry {
   url: string;
   secured: boolean;
   rateLimit: string | null;
+  /** `x-cache-ttl`: seconds the answer is cached per user; null when it is not cached. */
+  cacheTtl: number | null;
   requestContentTypes: string[];
   trimmedBodyFields: string[];
   /** Content type of each success response; null for an empty one (204). */
@@ -63,12 +65,15 @@ interface OperationEntry {
   schema: JsonObject;
 }
 
+/** Headers the HTTP layer sets itself, so handlers do not. */
+const LAYER_HEADERS = new Set(['X-Cache']);
+
 /** TypeScript for the headers a handler sets on each success response, optional unless `required`. */
 function successHeaderTypes(spec: JsonObject, op: JsonObject): string {
   const statuses = Object.entries(op.responses as JsonObject).filter(([status]) => status.startsWith('2'));
   const byStatus = statuses.map(([status, responseRef]) => {
     const headers = (deref(spec, responseRef).headers ?? {}) as JsonObject;
-    const fields = Object.entries(headers).map(([name, headerRef]) => {
+    const fields = Object.entries(headers).filter(([name]) => !LAYER_HEADERS.has(name)).map(([name, headerRef]) => {
       const ref = (headerRef as JsonObject).$ref;
       const type = typeof ref === 'string' ? `components['headers'][${JSON.stringify(name)}]` : 'string';
       const optional = deref(spec, headerRef).required === true ? '' : '?';
@@ -139,6 +144,7 @@ function buildOperationTable(
         url: path.replace(/\{([^}]+)\}/g, ':$1'),
         secured: ((op.security as Json[] | undefined) ?? globalSecurity).length > 0,
         rateLimit: (op['x-rate-limit'] as string | undefined) ?? null,
+        cacheTtl: (op['x-cache-ttl'] as number | undefined) ?? null,
         requestContentTypes,
         trimmedBodyFields,
         successContentTypes,

@@ -57,7 +57,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
     // A first start on the embedded default creates the database (initdb, then migrations), which can outlast the 10 s default.
     pluginTimeout: 120_000,
   });
-  await app.register(configPlugin, { config });
+  await app.register(configPlugin, { config, now: options.now });
   await app.register(httpPlugin, { exposedHeaders: EXPOSED_HEADERS });
   await app.register(dbPlugin, { migrations });
   await app.register(redisPlugin);
@@ -66,7 +66,6 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   await app.register(rateLimitPlugin);
   await app.register(mailPlugin, options.mail ?? {});
   await app.register(docsPlugin);
-  app.decorate('now', options.now ?? (() => new Date()));
 
   const handlers: OperationHandlers = {
     ...authHandlers,
@@ -78,11 +77,4 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   };
   registerOperations(app, operationTable, handlers);
   return app;
-}
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** The clock every date rule reads (birthdays, cache expiry at midnight). */
-    now(): Date;
-  }
 }

@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyRequest, RouteHandlerMethod } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
+import type { CachedAnswer } from '../cache.js';
 import { BadRequest, HttpError, ValidationFailed } from './errors.js';
 import { unstorableInput } from './input-guard.js';
 import { readMultipartFields } from './multipart.js';
@@ -11,6 +12,8 @@ export interface OperationSpec {
   readonly secured: boolean;
   /** `x-rate-limit` of the operation. */
   readonly rateLimit: string | null;
+  /** `x-cache-ttl`: seconds a success answer is cached per user; null when it is not. */
+  readonly cacheTtl: number | null;
   readonly requestContentTypes: readonly string[];
   /** Body fields marked `x-trim`. */
   readonly trimmedBodyFields: readonly string[];
@@ -78,6 +81,45 @@ function trimFields(fields: readonly string[]) {
   };
 }
 
+const DAY_MS = 86_400_000;
+
+/** Sends a success answer: the status, the headers, and the body in the operation's content type. */
+function answer(operation: OperationSpec, reply: FastifyReply, result: OperationResult) {
+  reply.code(result.status);
+  if (result.headers) reply.headers(result.headers);
+  const contentType = operation.successContentTypes[result.status];
+  if (contentType && contentType !== 'application/json') reply.type(contentType);
+  return reply.send(result.body);
+}
+
+/** Sends an answer as the cache holds it: the body is already serialized. */
+function answerCached(reply: FastifyReply, cached: CachedAnswer, xCache: 'HIT' | 'MISS') {
+  return reply.code(200).headers(cached.headers).header('X-Cache', xCache).type('application/json; charset=utf-8').send(cached.body);
+}
+
+/**
+ * The handler of an operation with `x-cache-ttl`: a user's 200 answers are cached as sent, keyed by
+ * the URL as received, for the TTL but never past the next UTC midnight (the date is in the key, so
+ * a moved clock never reads yesterday's answer). Writes invalidate the user's answers (app.cache).
+ */
+function cachingHandler(app: FastifyInstance, operationId: string, operation: OperationSpec, handle: Handler): RouteHandlerMethod {
+  const ttlMs = (operation.cacheTtl ?? 0) * 1000;
+  return async function cachedAnswer(request, reply) {
+    const userId = request.userId!;
+    const now = app.now().getTime();
+    const key = `${operationId} ${new Date(now).toISOString().slice(0, 10)} ${request.url}`;
+    const { answer: hit, generation } = await app.cache.read(userId, key);
+    if (hit) return answerCached(reply, hit, 'HIT');
+    const result = await handle(request);
+    if (result.status !== 200) return answer(operation, reply, result);
+    reply.code(200);
+    // The route's response schema writes the JSON, as for any answer.
+    const fresh = { body: reply.serialize(result.body) as string, headers: result.headers ?? {} };
+    if (generation !== null) void app.cache.write(userId, key, generation, fresh, Math.min(ttlMs, DAY_MS - (now % DAY_MS)));
+    return answerCached(reply, fresh, 'MISS');
+  };
+}
+
 /**
  * Registers every operation of the generated table with its schemas and its handler, joined by
  * operationId. Secured operations run `app.authenticate` first.
@@ -89,14 +131,12 @@ export function registerOperations(
 ): void {
   for (const [operationId, operation] of Object.entries(table)) {
     const handle = handlers[operationId] as Handler;
-    const handler: RouteHandlerMethod = async (request, reply) => {
-      const result = await handle(request);
-      reply.code(result.status);
-      if (result.headers) reply.headers(result.headers);
-      const contentType = operation.successContentTypes[result.status];
-      if (contentType && contentType !== 'application/json') reply.type(contentType);
-      return reply.send(result.body);
-    };
+    const handler: RouteHandlerMethod =
+      operation.cacheTtl !== null && operation.secured
+        ? cachingHandler(app, operationId, operation, handle)
+        : async function operationHandler(request, reply) {
+            return answer(operation, reply, await handle(request));
+          };
     app.route({
       method: operation.method,
       url: operation.url,

@@ -2,18 +2,12 @@ import type { OperationHandlers } from '../operation-types.js';
 import { pageHeaders } from '../../plugins/http/pagination.js';
 import * as contacts from './contacts.service.js';
 
-const xCache = (hit: boolean) => (hit ? 'HIT' : 'MISS') as 'HIT' | 'MISS';
-
 /** Handlers of the contacts operations in openapi.yaml. */
 export const contactsHandlers = {
   async listContacts(request) {
     const { skip, limit, query } = request.query;
-    const { value, hit } = await contacts.listContacts(request.server, request.userId, query, { skip, limit });
-    return {
-      status: 200,
-      body: value.contacts,
-      headers: { ...pageHeaders(request.url, skip, limit, value.total), 'X-Cache': xCache(hit) },
-    };
+    const page = await contacts.listContacts(request.server, request.userId, query, { skip, limit });
+    return { status: 200, body: page.contacts, headers: pageHeaders(request.url, skip, limit, page.total) };
   },
 
   async createContact(request) {
@@ -23,17 +17,12 @@ export const contactsHandlers = {
 
   async listUpcomingBirthdays(request) {
     const { skip, limit, time_range } = request.query;
-    const { value, hit } = await contacts.listUpcomingBirthdays(request.server, request.userId, time_range, { skip, limit });
-    return {
-      status: 200,
-      body: value.contacts,
-      headers: { ...pageHeaders(request.url, skip, limit, value.total), 'X-Cache': xCache(hit) },
-    };
+    const page = await contacts.listUpcomingBirthdays(request.server, request.userId, time_range, { skip, limit });
+    return { status: 200, body: page.contacts, headers: pageHeaders(request.url, skip, limit, page.total) };
   },
 
   async getContact(request) {
-    const { value, hit } = await contacts.getContact(request.server, request.userId, request.params.contact_id);
-    return { status: 200, body: value, headers: { 'X-Cache': xCache(hit) } };
+    return { status: 200, body: await contacts.getContact(request.server, request.userId, request.params.contact_id) };
   },
 
   async replaceContact(request) {

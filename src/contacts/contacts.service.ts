@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { BadRequest, Conflict, NotFound, ValidationFailed } from '../../plugins/http/errors.js';
 import type { components } from '../generated/openapi.js';
@@ -14,14 +13,6 @@ type ContactPatch = components['schemas']['ContactPatch'];
 /** What the contacts service needs from the app. */
 export type ContactsDeps = Pick<FastifyInstance, 'db' | 'cache' | 'now'>;
 
-export interface Cached<T> {
-  value: T;
-  hit: boolean;
-}
-
-const SECOND = 1000;
-const TTL = { contact: 10 * SECOND, list: 10 * SECOND, upcoming: 3600 * SECOND };
-const DAY_MS = 86_400_000;
 const ADDITIONAL_DATA_MAX_BYTES = 16 * 1024;
 const E164 = /^\+[1-9][0-9]{6,14}$/;
 const EARLIEST_BIRTHDAY = '1900-01-01';
@@ -99,26 +90,9 @@ async function writing<T>(write: () => Promise<T>): Promise<T> {
   }
 }
 
-const scopeOf = (ownerId: number) => `contacts:${ownerId}`;
-
-/**
- * A read through the cache under the owner's current generation, so any write by the owner (which
- * bumps it) makes every earlier entry unreachable. An unknown generation bypasses the cache.
- */
-async function cachedRead<T>(deps: ContactsDeps, ownerId: number, key: string, ttlMs: number, load: () => Promise<T>): Promise<Cached<T>> {
-  const generation = await deps.cache.generation(scopeOf(ownerId));
-  if (generation === null) return { value: await load(), hit: false };
-  const fullKey = `${scopeOf(ownerId)}:${generation}:${key}`;
-  const stored = await deps.cache.get<T>(fullKey);
-  if (stored !== undefined) return { value: stored, hit: true };
-  const value = await load();
-  await deps.cache.set(fullKey, value, ttlMs);
-  return { value, hit: false };
-}
-
 /** After a committed write: the owner's cached reads all miss from now on. */
 async function invalidate(deps: ContactsDeps, ownerId: number): Promise<void> {
-  await deps.cache.bump(scopeOf(ownerId));
+  await deps.cache.invalidate(ownerId);
 }
 
 export interface ContactPage {
@@ -140,12 +114,10 @@ export async function createContact(deps: ContactsDeps, ownerId: number, body: C
 }
 
 /** One of the owner's contacts; 404 when it is missing or someone else's. */
-export async function getContact(deps: ContactsDeps, ownerId: number, id: number): Promise<Cached<Contact>> {
-  return cachedRead(deps, ownerId, `contact:${id}`, TTL.contact, async () => {
-    const row = await repository.findContact(deps.db, ownerId, id);
-    if (!row) throw new NotFound(NOT_FOUND);
-    return toContact(row);
-  });
+export async function getContact(deps: ContactsDeps, ownerId: number, id: number): Promise<Contact> {
+  const row = await repository.findContact(deps.db, ownerId, id);
+  if (!row) throw new NotFound(NOT_FOUND);
+  return toContact(row);
 }
 
 /** PUT: the five fields replace the stored ones; `additional_data` left out keeps its value. */
@@ -190,7 +162,7 @@ export async function listContacts(
   ownerId: number,
   query: string | undefined,
   page: PageRequest,
-): Promise<Cached<ContactPage>> {
+): Promise<ContactPage> {
   let conditions;
   try {
     conditions = parseFilter(query ?? '');
@@ -198,11 +170,7 @@ export async function listContacts(
     if (error instanceof FilterError) throw new BadRequest(error.message);
     throw error;
   }
-  // The expression can be 2,000 characters; a digest keeps the key short.
-  const digest = createHash('sha256').update(query ?? '').digest('base64url');
-  return cachedRead(deps, ownerId, `list:${page.skip}:${page.limit}:${digest}`, TTL.list, async () =>
-    toPage(await repository.listContacts(deps.db, ownerId, conditions, page)),
-  );
+  return toPage(await repository.listContacts(deps.db, ownerId, conditions, page));
 }
 
 /** A page of the owner's contacts whose next birthday is within `days` days of today (UTC). */
@@ -211,12 +179,6 @@ export async function listUpcomingBirthdays(
   ownerId: number,
   days: number,
   page: PageRequest,
-): Promise<Cached<ContactPage>> {
-  const now = deps.now();
-  const today = utcDate(now);
-  // An hour at most, and never past the UTC midnight that changes the answer; the date in the key covers a moved clock.
-  const ttl = Math.min(TTL.upcoming, Date.parse(`${today}T00:00:00Z`) + DAY_MS - now.getTime());
-  return cachedRead(deps, ownerId, `upcoming:${today}:${days}:${page.skip}:${page.limit}`, ttl, async () =>
-    toPage(await repository.listUpcomingBirthdays(deps.db, ownerId, birthdayWindow(now, days), page)),
-  );
+): Promise<ContactPage> {
+  return toPage(await repository.listUpcomingBirthdays(deps.db, ownerId, birthdayWindow(deps.now(), days), page));
 }

@@ -7,6 +7,7 @@ export const operationTable = {
     "url": "/api/auth/register",
     "secured": false,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [
       "application/json"
     ],
@@ -187,6 +188,7 @@ export const operationTable = {
     "url": "/api/auth/verify-email",
     "secured": false,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [],
     "trimmedBodyFields": [],
     "successContentTypes": {
@@ -288,6 +290,7 @@ export const operationTable = {
     "url": "/api/auth/request-verification",
     "secured": false,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [
       "application/json"
     ],
@@ -415,6 +418,7 @@ export const operationTable = {
     "url": "/api/auth/login",
     "secured": false,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [
       "application/x-www-form-urlencoded",
       "multipart/form-data"
@@ -583,6 +587,7 @@ export const operationTable = {
     "url": "/api/auth/refresh",
     "secured": false,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [
       "application/json"
     ],
@@ -731,6 +736,7 @@ export const operationTable = {
     "url": "/api/auth/logout",
     "secured": true,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [],
     "trimmedBodyFields": [],
     "successContentTypes": {
@@ -842,6 +848,7 @@ export const operationTable = {
     "url": "/api/auth/forgot-password",
     "secured": false,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [
       "application/json"
     ],
@@ -969,6 +976,7 @@ export const operationTable = {
     "url": "/api/auth/reset-password",
     "secured": false,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [
       "application/json"
     ],
@@ -1103,6 +1111,7 @@ export const operationTable = {
     "url": "/api/users/me",
     "secured": true,
     "rateLimit": "per-user",
+    "cacheTtl": null,
     "requestContentTypes": [],
     "trimmedBodyFields": [],
     "successContentTypes": {
@@ -1205,6 +1214,7 @@ export const operationTable = {
     "url": "/api/contacts/",
     "secured": true,
     "rateLimit": null,
+    "cacheTtl": 10,
     "requestContentTypes": [],
     "trimmedBodyFields": [],
     "successContentTypes": {
@@ -1373,6 +1383,7 @@ export const operationTable = {
     "url": "/api/contacts/",
     "secured": true,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [
       "application/json"
     ],
@@ -1613,6 +1624,7 @@ export const operationTable = {
     "url": "/api/contacts/get-upcoming-birthday",
     "secured": true,
     "rateLimit": null,
+    "cacheTtl": 3600,
     "requestContentTypes": [],
     "trimmedBodyFields": [],
     "successContentTypes": {
@@ -1771,6 +1783,7 @@ export const operationTable = {
     "url": "/api/contacts/:contact_id",
     "secured": true,
     "rateLimit": null,
+    "cacheTtl": 10,
     "requestContentTypes": [],
     "trimmedBodyFields": [],
     "successContentTypes": {
@@ -1928,6 +1941,7 @@ export const operationTable = {
     "url": "/api/contacts/:contact_id",
     "secured": true,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [
       "application/json"
     ],
@@ -2195,6 +2209,7 @@ export const operationTable = {
     "url": "/api/contacts/:contact_id",
     "secured": true,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [
       "application/json"
     ],
@@ -2455,6 +2470,7 @@ export const operationTable = {
     "url": "/api/contacts/:contact_id",
     "secured": true,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [],
     "trimmedBodyFields": [],
     "successContentTypes": {
@@ -2648,6 +2664,7 @@ export const operationTable = {
     "url": "/reset-password",
     "secured": false,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [],
     "trimmedBodyFields": [],
     "successContentTypes": {
@@ -2686,6 +2703,7 @@ export const operationTable = {
     "url": "/healthz",
     "secured": false,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [],
     "trimmedBodyFields": [],
     "successContentTypes": {
@@ -2714,6 +2732,7 @@ export const operationTable = {
     "url": "/readyz",
     "secured": false,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [],
     "trimmedBodyFields": [],
     "successContentTypes": {
@@ -2754,6 +2773,7 @@ export const operationTable = {
     "url": "/openapi.json",
     "secured": false,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [],
     "trimmedBodyFields": [],
     "successContentTypes": {
@@ -2773,6 +2793,7 @@ export const operationTable = {
     "url": "/openapi.yaml",
     "secured": false,
     "rateLimit": null,
+    "cacheTtl": null,
     "requestContentTypes": [],
     "trimmedBodyFields": [],
     "successContentTypes": {
@@ -2797,10 +2818,10 @@ export interface SuccessHeaders {
   forgotPassword: { 202: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   resetPassword: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   getCurrentUser: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
-  listContacts: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"]; "X-Cache": components['headers']["X-Cache"] } };
+  listContacts: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
   createContact: { 201: { "Location": components['headers']["Location"] } };
-  listUpcomingBirthdays: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"]; "X-Cache": components['headers']["X-Cache"] } };
-  getContact: { 200: { "X-Cache": components['headers']["X-Cache"] } };
+  listUpcomingBirthdays: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
+  getContact: { 200: {  } };
   replaceContact: { 200: {  } };
   updateContact: { 200: {  } };
   deleteContact: { 200: {  } };

@@ -9,10 +9,10 @@ const bob = as(app, await createUser(app));
 
 /** TTLs the service asked for, by the kind of key. */
 const ttls: { key: string; ttlMs: number }[] = [];
-const set = app.cache.set.bind(app.cache);
-app.cache.set = (key, value, ttlMs) => {
+const write = app.cache.write.bind(app.cache);
+app.cache.write = (userId, key, generation, answer, ttlMs) => {
   ttls.push({ key, ttlMs });
-  return set(key, value, ttlMs);
+  return write(userId, key, generation, answer, ttlMs);
 };
 
 const contact = (await alice('POST', '/api/contacts/', contactBody({ birthday: '1990-12-31' }))).json();

@@ -1,113 +1,155 @@
-/** The cache plugin's two stores: the in-process LRU, and Redis (answering, and refusing connections). */
+/** The cache plugin's two stores: in this process only, and Redis (answering, and refusing connections). */
 import { once } from 'node:events';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { MAX_TTL_MS, memoryCache, redisCache } from '../../plugins/cache.js';
 import { backend, REDIS_URL } from '../helper.js';
 
-/** A logger that records warnings. */
-function recordingLogger(): { log: FastifyBaseLogger; warnings: unknown[][] } {
-  const warnings: unknown[][] = [];
-  const log = { warn: (...args: unknown[]) => warnings.push(args) } as unknown as FastifyBaseLogger;
-  return { log, warnings };
+const onlyWithRedis = { skip: backend !== 'postgres' && 'needs the real Redis of the postgres backend' };
+const answer = (body: string) => ({ body, headers: { 'X-Total-Count': 1 } });
+
+/** A logger that records warnings and infos. */
+function recordingLogger(): { log: FastifyBaseLogger; lines: [string, ...unknown[]][] } {
+  const lines: [string, ...unknown[]][] = [];
+  const log = {
+    warn: (...args: unknown[]) => lines.push(['warn', ...args]),
+    info: (...args: unknown[]) => lines.push(['info', ...args]),
+  } as unknown as FastifyBaseLogger;
+  return { log, lines };
 }
 
-t.test('memory cache: values, and generations that only move forward', async (t) => {
-  const cache = memoryCache();
-  t.equal(await cache.get('k'), undefined);
-  await cache.set('k', { a: [1, 'x'] }, 10_000);
-  t.same(await cache.get('k'), { a: [1, 'x'] });
-  t.equal(await cache.generation('s'), 0);
-  await cache.bump('s');
-  await cache.bump('s');
-  t.equal(await cache.generation('s'), 2);
-  t.equal(await cache.generation('other'), 0, 'scopes are independent');
-});
-
-t.test('redis cache with Redis refusing connections: misses, unknown generations, warnings, no throws', async (t) => {
-  const client = new Redis('redis://127.0.0.1:6390', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  t.teardown(() => client.disconnect());
-  await client.connect().catch(() => undefined);
-  const { log, warnings } = recordingLogger();
-  const cache = redisCache(client, 'test:', log);
-  t.equal(await cache.get('k'), undefined);
-  await cache.set('k', 1, 1000);
-  t.equal(await cache.generation('s'), null, 'an unknown generation tells the caller to skip the cache');
-  await cache.bump('s');
-  t.equal(warnings.length, 4);
-  t.match(warnings[0]![1], 'redis cache unavailable');
-});
-
-t.test('redis cache on a live Redis', { skip: backend !== 'postgres' && 'needs the real Redis of the postgres backend' }, async (t) => {
-  const client = new Redis(REDIS_URL);
-  t.teardown(() => client.quit());
-  const prefix = `test:cache-unit:${Date.now()}:`;
+/** A Redis key prefix of its own, deleted at teardown. */
+function privatePrefix(t: Test, client: Redis, name: string): string {
+  const prefix = `test:${name}:${Date.now()}:`;
   t.teardown(async () => {
     const keys = await client.keys(`${prefix}*`);
     if (keys.length > 0) await client.del(...keys);
   });
-  const { log, warnings } = recordingLogger();
-  const cache = redisCache(client, prefix, log);
-  await cache.set('k', { n: 1 }, 5_000);
-  t.same(await cache.get('k'), { n: 1 });
-  const ttl = await client.pttl(`${prefix}v:k`);
-  t.ok(ttl > 0 && ttl <= 5_000, `expires within the TTL (${ttl} ms)`);
-  t.equal(await cache.generation('s'), 0);
-  await cache.bump('s');
-  t.equal(await cache.generation('s'), 1);
-  t.equal(await client.ttl(`${prefix}g:s`), -1, 'generations never expire, so an old generation cannot come back');
-  t.same(warnings, []);
+  return prefix;
+}
+
+t.test('memory cache: answers under the current generation only; users are independent', async (t) => {
+  const cache = memoryCache();
+  t.teardown(() => cache.stop());
+  t.same(await cache.read(1, 'k'), { answer: undefined, generation: 0 });
+  await cache.write(1, 'k', 0, answer('[1]'), 10_000);
+  t.same(await cache.read(1, 'k'), { answer: answer('[1]'), generation: 0 });
+  await cache.invalidate(1);
+  t.same(await cache.read(1, 'k'), { answer: undefined, generation: 1 }, 'an invalidation hides every earlier answer');
+  await cache.write(1, 'k', 0, answer('[stale]'), 10_000);
+  t.same(await cache.read(1, 'k'), { answer: undefined, generation: 1 }, 'an answer computed before the invalidation is not kept');
+  t.same(await cache.read(2, 'k'), { answer: undefined, generation: 0 }, "another user's generation is untouched");
 });
 
-t.test(
-  'redis cache: a failed bump bypasses that scope for the longest TTL, so an old generation is never served',
-  { skip: backend !== 'postgres' && 'needs the real Redis of the postgres backend' },
-  async (t) => {
-    // Configured like plugins/redis.ts: no offline queue, so a command on a dropped connection fails at once.
-    const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
-    await client.connect();
-    t.teardown(() => client.quit());
-    const prefix = `test:cache-bump:${Date.now()}:`;
-    t.teardown(async () => {
-      const keys = await client.keys(`${prefix}*`);
-      if (keys.length > 0) await client.del(...keys);
-    });
-    let clock = 1_000_000;
-    const { log, warnings } = recordingLogger();
-    const cache = redisCache(client, prefix, log, () => clock);
-    t.equal(await cache.generation('s'), 0);
-    await cache.set('s:0:k', 'before the write', MAX_TTL_MS);
+t.test('memory cache: bounded by bytes, not entries', async (t) => {
+  const cache = memoryCache();
+  t.teardown(() => cache.stop());
+  // 80 answers of 1 MiB (2 MiB in memory each) are more than the 64 MiB the process keeps.
+  const big = 'x'.repeat(1024 * 1024);
+  for (let i = 0; i < 80; i++) await cache.write(1, `page ${i}`, 0, answer(big), 10_000);
+  t.equal((await cache.read(1, 'page 0')).answer, undefined, 'the oldest answers are gone');
+  t.equal((await cache.read(1, 'page 79')).answer?.body.length, big.length, 'the newest stays');
+  let kept = 0;
+  for (let i = 0; i < 80; i++) if ((await cache.read(1, `page ${i}`)).answer) kept++;
+  t.ok(kept <= 32, `at most 64 MiB kept (${kept} answers of 2 MiB)`);
+});
 
-    // The connection drops exactly while the write bumps the generation, then comes back.
-    client.disconnect();
-    await once(client, 'end');
-    await cache.bump('s');
-    await client.connect();
-    t.equal(warnings.length, 1);
-    t.match(warnings[0]!, [{ operation: 'bump', scope: 's' }, 'redis cache bump failed']);
-    t.equal(await client.get(`${prefix}g:s`), null, 'the generation really did not move');
-    t.same(await cache.get('s:0:k'), 'before the write', 'the old entry is still in Redis');
+t.test('redis cache with Redis refusing connections: no answers, no generation, one warning, no throws', async (t) => {
+  const client = new Redis('redis://127.0.0.1:6390', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  t.teardown(() => client.disconnect());
+  client.on('error', () => {});
+  await client.connect().catch(() => undefined);
+  const { log, lines } = recordingLogger();
+  const cache = redisCache(client, 'test:', log);
+  t.teardown(() => cache.stop());
+  t.same(await cache.read(1, 'k'), { answer: undefined, generation: null }, 'an unknown generation tells the caller not to cache');
+  await cache.write(1, 'k', 0, answer('[]'), 1000);
+  t.same(await cache.read(1, 'k'), { answer: undefined, generation: null });
+  t.same(lines.map(([level, , message]) => [level, message]), [['warn', 'redis cache unavailable; answering from the database']], 'one warning for the outage');
+});
 
-    t.equal(await cache.generation('s'), null, 'so the scope bypasses the cache');
-    t.equal(await cache.generation('other'), 0, 'other scopes are unaffected');
-    clock += MAX_TTL_MS - 1;
-    t.equal(await cache.generation('s'), null, 'until every entry from before the failed bump has expired');
-    clock += 1;
-    t.equal(await cache.generation('s'), 0, 'then Redis decides again');
-    await cache.bump('s');
-    t.equal(await cache.generation('s'), 1);
-    t.equal(warnings.length, 1);
-  },
-);
-
-t.test('redis cache: entries never outlive the bypass of a failed bump', { skip: backend !== 'postgres' && 'needs the real Redis of the postgres backend' }, async (t) => {
+t.test('redis cache on a live Redis: one round trip per read, shared by every instance', onlyWithRedis, async (t) => {
   const client = new Redis(REDIS_URL);
   t.teardown(() => client.quit());
-  const prefix = `test:cache-ttl:${Date.now()}:`;
-  t.teardown(() => client.del(`${prefix}v:k`));
+  const prefix = privatePrefix(t, client, 'cache-unit');
+  const { log, lines } = recordingLogger();
+  const a = redisCache(client, prefix, log);
+  const b = redisCache(client, prefix, log);
+  t.teardown(() => (a.stop(), b.stop()));
+
+  t.same(await a.read(7, 'k'), { answer: undefined, generation: 0 });
+  await a.write(7, 'k', 0, answer('[{"id":1}]'), 5_000);
+  const keys = await client.keys(`${prefix}*`);
+  t.equal(keys.length, 1);
+  t.match(keys[0], `${prefix}{u7}:a:0:`, "keys of a user share the hash tag {u7}");
+  const ttl = await client.pttl(keys[0]!);
+  t.ok(ttl > 0 && ttl <= 5_000, `expires within the TTL (${ttl} ms)`);
+  t.same(await b.read(7, 'k'), { answer: answer('[{"id":1}]'), generation: 0 }, 'another instance reads it');
+
+  await b.invalidate(7);
+  t.equal(await client.ttl(`${prefix}{u7}:g`), -1, 'generations never expire, so an old generation cannot come back');
+  t.same(await a.read(7, 'k'), { answer: undefined, generation: 1 }, "the instance holding the answer in memory sees the other's invalidation");
+
+  const monitor = await client.monitor();
+  t.teardown(() => monitor.disconnect());
+  const commands: string[] = [];
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    // Commands the script runs inside Redis are listed too, from source "lua".
+    if (source !== 'lua' && args.some((arg) => arg.startsWith(prefix))) commands.push(args[0]!.toLowerCase());
+  });
+  await a.write(7, 'k', 1, answer('[]'), 5_000);
+  await a.read(7, 'k');
+  await b.read(7, 'k');
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.same(commands, ['set', 'evalsha', 'evalsha'], 'each read is one script call');
+  t.same(lines, []);
+});
+
+t.test('redis cache: a failed invalidation bypasses that user for the longest TTL, so an old generation is never served', onlyWithRedis, async (t) => {
+  // Configured like plugins/redis.ts: no offline queue, so a command on a dropped connection fails at once.
+  const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+  await client.connect();
+  t.teardown(() => client.quit());
+  const prefix = privatePrefix(t, client, 'cache-bump');
+  let clock = Date.now();
+  const { log, lines } = recordingLogger();
+  const cache = redisCache(client, prefix, log, () => clock);
+  t.teardown(() => cache.stop());
+  t.same(await cache.read(1, 'k'), { answer: undefined, generation: 0 });
+  await cache.write(1, 'k', 0, answer('"before the write"'), MAX_TTL_MS);
+
+  // The connection drops exactly while the write invalidates, then comes back.
+  client.disconnect();
+  await once(client, 'end');
+  await cache.invalidate(1);
+  await client.connect();
+  t.same(
+    lines.map(([level, , message]) => [level, message]),
+    [
+      ['warn', 'redis cache unavailable; answering from the database'],
+      ['warn', 'cache invalidation failed; bypassing the cache for this user for an hour'],
+    ],
+  );
+  t.equal(await client.get(`${prefix}{u1}:g`), null, 'the generation really did not move');
+
+  t.same(await cache.read(1, 'k'), { answer: undefined, generation: null }, 'so the user bypasses the cache');
+  t.same(await cache.read(2, 'k'), { answer: undefined, generation: 0 }, 'other users are unaffected');
+  t.equal(lines.at(-1)?.[0], 'info', 'and Redis answering again is said once');
+  clock += MAX_TTL_MS - 1;
+  t.equal((await cache.read(1, 'k')).generation, null, 'until every answer from before the failed invalidation has expired');
+  clock += 1;
+  t.equal((await cache.read(1, 'k')).generation, 0, 'then Redis decides again');
+});
+
+t.test('redis cache: answers never outlive the bypass of a failed invalidation', onlyWithRedis, async (t) => {
+  const client = new Redis(REDIS_URL);
+  t.teardown(() => client.quit());
+  const prefix = privatePrefix(t, client, 'cache-ttl');
   const cache = redisCache(client, prefix, recordingLogger().log);
-  await cache.set('k', 1, 2 * MAX_TTL_MS);
-  const ttl = await client.pttl(`${prefix}v:k`);
+  t.teardown(() => cache.stop());
+  await cache.write(1, 'k', 0, answer('1'), 2 * MAX_TTL_MS);
+  const [key] = await client.keys(`${prefix}*`);
+  const ttl = await client.pttl(key!);
   t.ok(ttl > MAX_TTL_MS - 60_000 && ttl <= MAX_TTL_MS, `capped at MAX_TTL_MS (${ttl} ms)`);
 });
