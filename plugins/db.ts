@@ -39,6 +39,13 @@ export async function openDatabase(
       },
     });
     pgPool.on('error', onIdleError);
+    // The pool listens for 'error' only on idle clients and removes its listener while it lends a
+    // client out. Kysely gives a client back only once its query's promise has settled, so when one
+    // socket read holds both a query's last reply and the server's FATAL 57P01 (pg_ctl restart -m
+    // fast), the error is emitted on a lent-out client with no listener, and the process exits.
+    // With this listener the client is only marked unusable: its next query fails, and the pool
+    // drops it when it is released.
+    pgPool.on('connect', (client) => client.on('error', () => {}));
     pool = pgPool;
   } else {
     await mkdir(path.dirname(embeddedDir), { recursive: true });
