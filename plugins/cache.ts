@@ -2,11 +2,12 @@ import type { FastifyBaseLogger } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
+import { outageLog } from './outage-log.js';
 
 /**
  * A small read cache with per-scope generations: a reader puts `generation(scope)` into its key, and
  * `bump(scope)` makes every key built with an older generation unreachable at once (no key scans).
- * Never throws: a failing backend reads as a miss and a failed write is dropped, with a warning.
+ * Never throws: a failing backend reads as a miss and a failed write is dropped, with one warning per outage.
  */
 export interface Cache {
   get<T>(key: string): Promise<T | undefined>;
@@ -36,9 +37,15 @@ export const MAX_TTL_MS = 3_600_000;
  * `now` is the wall clock in ms (Redis expiry runs on real time).
  */
 export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger, now: () => number = Date.now): Cache {
+  // Every request reads or bumps: log the outage once, not once per call.
+  const outage = outageLog(log, { down: 'redis cache unavailable; using the database', up: 'redis cache reachable again' });
   const failed = (operation: string) => (error: unknown) => {
-    log.warn({ err: error, operation }, 'redis cache unavailable; using the database');
+    outage.failed(error, { operation });
     return undefined;
+  };
+  const answered = <T>(value: T) => {
+    outage.answered();
+    return value;
   };
   /** Scope → the instant its bypass ends. */
   const bypassUntil = new Map<string, number>();
@@ -51,22 +58,23 @@ export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger
   };
   return {
     async get<T>(key: string) {
-      const raw = await client.get(`${prefix}v:${key}`).catch(failed('get'));
+      const raw = await client.get(`${prefix}v:${key}`).then(answered, failed('get'));
       return raw == null ? undefined : (JSON.parse(raw) as T);
     },
     async set(key, value, ttlMs) {
       // Capped so that a bypass of MAX_TTL_MS outlives every entry written before it.
       const ttl = Math.min(MAX_TTL_MS, Math.max(1, Math.floor(ttlMs)));
-      await client.set(`${prefix}v:${key}`, JSON.stringify(value), 'PX', ttl).catch(failed('set'));
+      await client.set(`${prefix}v:${key}`, JSON.stringify(value), 'PX', ttl).then(answered, failed('set'));
     },
     async generation(scope) {
       if (bypassed(scope)) return null;
-      const raw = await client.get(`${prefix}g:${scope}`).catch(failed('generation'));
+      const raw = await client.get(`${prefix}g:${scope}`).then(answered, failed('generation'));
       return raw === undefined ? null : Number(raw ?? 0);
     },
     async bump(scope) {
       try {
         await client.incr(`${prefix}g:${scope}`);
+        outage.answered();
       } catch (error) {
         // Re-inserting keeps the map in expiry order, so expired bypasses are swept from the front.
         bypassUntil.delete(scope);
@@ -75,7 +83,8 @@ export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger
           if (until > now()) break;
           bypassUntil.delete(key);
         }
-        log.warn({ err: error, operation: 'bump', scope }, 'redis cache bump failed; bypassing the cache for this scope for an hour');
+        outage.failed(error, { operation: 'bump', scope });
+        log.debug({ scope }, 'redis cache bump failed; bypassing the cache for this scope for an hour');
       }
     },
   };
