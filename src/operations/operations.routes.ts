@@ -1,4 +1,6 @@
+import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
+import { type OutageLog, outageLog } from '../../plugins/outage-log.js';
 import { ServiceUnavailable } from '../errors.js';
 import type { OperationHandlers } from '../http/operation-types.js';
 
@@ -21,24 +23,42 @@ async function probeFailure(probe: () => Promise<unknown>): Promise<unknown> {
   }
 }
 
+/** Per app: probes come every few seconds, so log when a dependency goes or comes back, not each failed probe. */
+const probeLogs = new WeakMap<FastifyInstance, { db: OutageLog; cache: OutageLog }>();
+
+function probeLogsOf(app: FastifyInstance): { db: OutageLog; cache: OutageLog } {
+  let logs = probeLogs.get(app);
+  if (!logs) {
+    logs = {
+      db: outageLog(app.log, { down: 'readiness: database unavailable', up: 'readiness: database answers again' }),
+      cache: outageLog(app.log, { down: 'readiness: cache unavailable', up: 'readiness: cache answers again' }),
+    };
+    probeLogs.set(app, logs);
+  }
+  return logs;
+}
+
 /** Health probes and the contract itself. */
 export const operationsHandlers = {
   getHealth: async () => ({ status: 200, body: { status: 'ok' } }),
 
   getReadiness: async (request) => {
     const app = request.server;
+    const logs = probeLogsOf(app);
     const dbFailure = await probeFailure(() => sql`select 1`.execute(app.db));
     if (dbFailure) {
-      request.log.warn({ err: dbFailure }, 'readiness: database unavailable');
+      logs.db.failed(dbFailure);
       throw new ServiceUnavailable('Database unavailable');
     }
+    logs.db.answered();
     // Without Redis the cache is in-process and always answers.
     const redis = app.redisClient;
     const cacheFailure = redis ? await probeFailure(() => redis.ping()) : null;
     if (cacheFailure) {
-      request.log.warn({ err: cacheFailure }, 'readiness: cache unavailable');
+      logs.cache.failed(cacheFailure);
       throw new ServiceUnavailable('Cache unavailable');
     }
+    logs.cache.answered();
     return { status: 200, body: { status: 'ok' } };
   },
 
