@@ -36,6 +36,8 @@ t.test('PostgreSQL restarted, then stopped and started, mid-load', { skip: proce
   const token = await signUp(service.url, mailbox, 'pgfault');
 
   const load = startLoad({ baseUrl: service.url, token, clients: 12, readyEveryMs: 200, tag: 'pg' });
+
+  t.teardown(() => load.stop());
   await sleep(2_000);
 
   // Fault 1: the restart of the issue.

@@ -30,6 +30,8 @@ t.test('Redis killed and started again mid-load', { skip: processTestsUnavailabl
   const token = await signUp(service.url, mailbox, 'redisfault');
 
   const load = startLoad({ baseUrl: service.url, token, clients: 12, readyEveryMs: 200, tag: 'redis' });
+
+  t.teardown(() => load.stop());
   await sleep(2_000);
   const outage: Window = { from: Date.now(), to: 0 };
   await redis.kill();

@@ -73,16 +73,29 @@ function slowCreates(setup: Setup, emails: string[]): Promise<Outcome>[] {
   });
 }
 
-/** Resolves once `count` statements of the service wait for a lock. */
-async function waitForBlocked(setup: Setup, count: number): Promise<void> {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const { rows } = await setup.locker.query<{ n: number }>(
-      `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and pid <> pg_backend_pid()`,
-    );
-    if (rows[0]!.n >= count) return;
-    await sleep(50);
+/**
+ * Resolves once the service's statements for all of `slow` wait for a lock; fails if one is
+ * answered first. Asks on a connection of its own: inside the locker's open transaction,
+ * pg_stat_activity would keep showing the first snapshot it took.
+ */
+async function waitForBlocked(setup: Setup, slow: Promise<Outcome>[]): Promise<void> {
+  const settled: Outcome[] = [];
+  for (const request of slow) void request.then((o) => settled.push(o));
+  const monitor = new pg.Client({ connectionString: setup.databaseUrl });
+  await monitor.connect();
+  try {
+    for (let attempt = 0; attempt < 200; attempt++) {
+      if (settled.length > 0) throw new Error(`a slow request was answered before it blocked: ${describe(settled)}`);
+      const { rows } = await monitor.query<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'insert into "contacts"%'`,
+      );
+      if (rows[0]!.n >= slow.length) return;
+      await sleep(50);
+    }
+    throw new Error(`fewer than ${slow.length} requests blocked`);
+  } finally {
+    await monitor.end();
   }
-  throw new Error(`fewer than ${count} requests blocked`);
 }
 
 /** The ids of these contacts that are stored (read straight from PostgreSQL: the service is gone). */
@@ -107,9 +120,10 @@ t.test('SIGTERM with requests in flight: every one is answered, then exit 0', { 
   const held = Array.from({ length: 5 }, (_, i) => `held-${i}@example.com`);
   await holdEmails(setup, held);
   const load = startLoad({ baseUrl: setup.service.url, token: setup.token, clients: 8, tag: 'term' });
+  t.teardown(() => load.stop());
   await sleep(1_000);
   const slow = slowCreates(setup, held);
-  await waitForBlocked(setup, held.length);
+  await waitForBlocked(setup, slow);
 
   const signalAt = Date.now();
   setup.service.child.kill('SIGTERM');
@@ -159,9 +173,10 @@ t.test('SIGTERM with a stuck request: exit non-zero at SHUTDOWN_TIMEOUT_MS', { s
   // Never let through: the transaction stays open until teardown.
   await holdEmails(setup, ['stuck@example.com']);
   const load = startLoad({ baseUrl: setup.service.url, token: setup.token, clients: 4, tag: 'stuck' });
+  t.teardown(() => load.stop());
   await sleep(500);
   const [stuck] = slowCreates(setup, ['stuck@example.com']);
-  await waitForBlocked(setup, 1);
+  await waitForBlocked(setup, [stuck!]);
 
   const signalAt = Date.now();
   setup.service.child.kill('SIGTERM');
