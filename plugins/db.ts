@@ -99,7 +99,7 @@ export default fp(
   async (app) => {
     const { databaseUrl, dataDir } = app.config;
     // Every connection is lost in an outage, so the first new one is the sign that it is over.
-    const outage = outageLog(app.log, { down: 'database not reachable; answering 503 until it is back', up: 'database reachable again' });
+    const outage = outageLog(app.log, { down: 'database not reachable; answering 503 until it is back', up: 'database reachable again' }, 1_000);
     const db = await openDatabase(
       databaseUrl,
       path.join(dataDir, 'pgdata'),
