@@ -61,7 +61,10 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
     genReqId: () => crypto.randomUUID(),
     schemaErrorFormatter: formatSchemaError,
     frameworkErrors,
-    return503OnClosing: true,
+    // A request that reaches a closing server on a kept-alive connection is served (server.ts
+    // closes the connection after the answer): Fastify's own 503 would carry a body that is not
+    // {detail}, and the close waits for the connection anyway.
+    return503OnClosing: false,
     // A first start on the embedded default creates the database (initdb, then migrations), which can outlast the 10 s default.
     pluginTimeout: 120_000,
   });

@@ -149,8 +149,9 @@ t.test('SIGTERM with requests in flight: every one is answered, then exit 0', { 
   const errors = before.filter((o) => o.status !== null && o.status >= 500);
   t.equal(errors.length, 0, `and none of them a 5xx: ${describe(errors)}`);
   const after = outcomes.filter((o) => o.start >= signalAt - SIGNAL_RACE_MS);
-  const wrong = after.filter((o) => !(o.status === null ? ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'].includes(o.error ?? '') : o.status < 500 || o.status === 503));
-  t.equal(wrong.length, 0, `requests sent after the signal are answered, 503, or refused; never another 5xx or a hang: ${describe(wrong)}`);
+  // A request on a connection the server is closing may be reset, or refused once it stopped listening.
+  const wrong = after.filter((o) => !(o.status === null ? ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'].includes(o.error ?? '') : o.status < 500));
+  t.equal(wrong.length, 0, `requests sent after the signal are served or refused; never a 5xx or a hang: ${describe(wrong)}`);
 
   const acknowledged = outcomes.filter((o): o is Outcome & { id: number } => o.op === 'create' && o.status === 201);
   const stored = await storedIds(setup.databaseUrl, acknowledged.map((o) => o.id));
