@@ -124,7 +124,7 @@ t.test('PostgreSQL restarted, then stopped and started, mid-load', { skip: proce
   const fmt = (w: Window) => `${w.to - w.from} ms`;
   t.comment(`requests: ${summary.total} API, ${ready.length} /readyz; by status ${JSON.stringify(summary.byStatus)}`);
   t.comment(`fault 1 (pg_ctl restart -m fast): outage window ${fmt(restart)}, 503 count ${in503(restart)}, recovery ${summary.recoveryMs[0]} ms`);
-  t.comment(`fault 2 (stop ${DOWN_MS} ms, start): outage window ${fmt(down)}, 503 count ${in503(down)}, recovery ${summary.recoveryMs[1]} ms, /readyz 200 after ${readyAfterMs} ms, /readyz 503 while stopped ${whileStopped.length}/${whileStopped.length}`);
+  t.comment(`fault 2 (stop ${DOWN_MS} ms, start): outage window ${fmt(down)}, 503 count ${in503(down)}, recovery ${summary.recoveryMs[1]} ms, /readyz 200 after ${readyAfterMs} ms, /readyz 503 while stopped ${whileStopped.length - readyNot503.length}/${whileStopped.length}`);
   t.comment(`lost writes: ${lost.length} of ${acknowledged.length} creates answered 201`);
   logLines.forEach((counts, i) => t.comment(`fault ${i + 1} log lines (to ${LOG_TAIL_MS} ms after the database was back, request lines aside): ${show(counts)}`));
 });
