@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
+import { outageLog } from './outage-log.js';
 
 /** A cached answer: its serialized JSON body and the headers that go with it. */
 export interface CachedAnswer {
@@ -112,16 +113,7 @@ export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger
   const userKey = (userId: number) => `${prefix}{u${userId}}:`;
   const digest = (key: string) => createHash('sha256').update(key).digest('base64url');
 
-  // One warning when Redis starts failing the cache, one line when it answers again.
-  let failing = false;
-  const failed = (error: unknown) => {
-    if (!failing) log.warn({ err: error }, 'redis cache unavailable; answering from the database');
-    failing = true;
-  };
-  const answered = () => {
-    if (failing) log.info('redis cache available again');
-    failing = false;
-  };
+  const outage = outageLog(log, { down: 'redis cache unavailable; answering from the database', up: 'redis cache available again' });
 
   /** User → the instant their bypass ends. Re-inserting keeps the map in expiry order. */
   const bypassUntil = new Map<number, number>();
@@ -141,9 +133,9 @@ export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger
       let reply;
       try {
         reply = await redis.cacheRead(`${userKey(userId)}g`, `${userKey(userId)}a:`, String(held?.generation ?? ''), id);
-        answered();
+        outage.answered();
       } catch (error) {
-        failed(error);
+        outage.failed(error);
         return { answer: undefined, generation: null };
       }
       const generation = Number(reply[0]);
@@ -159,17 +151,17 @@ export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger
       nearby.set(`${userId} ${id}`, { generation, answer }, { ttl });
       try {
         await redis.set(`${userKey(userId)}a:${generation}:${id}`, formatStored(answer, now() + ttl), 'PX', ttl);
-        answered();
+        outage.answered();
       } catch (error) {
-        failed(error);
+        outage.failed(error);
       }
     },
     async invalidate(userId) {
       try {
         await redis.incr(`${userKey(userId)}g`);
-        answered();
+        outage.answered();
       } catch (error) {
-        failed(error);
+        outage.failed(error);
         bypassUntil.delete(userId);
         bypassUntil.set(userId, now() + MAX_TTL_MS);
         log.warn({ err: error, userId }, 'cache invalidation failed; bypassing the cache for this user for an hour');

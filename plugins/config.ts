@@ -31,6 +31,8 @@ export interface AppConfig {
   corsOrigins: string[];
   rateLimitAnonPerMin: number;
   rateLimitMePerMin: number;
+  /** How long SIGTERM waits for requests in flight before the process exits anyway (non-zero). */
+  shutdownTimeoutMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -131,6 +133,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     corsOrigins: (env.CORS_ORIGINS ?? '').split(',').map((o) => o.trim()).filter(Boolean),
     rateLimitAnonPerMin: integer(env, 'RATE_LIMIT_ANON_PER_MIN', 20, 1, 1_000_000),
     rateLimitMePerMin: integer(env, 'RATE_LIMIT_ME_PER_MIN', 5, 1, 1_000_000),
+    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 1, 600_000),
   };
 }
 

@@ -2,11 +2,12 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
-import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
 import { Kysely, type Migration, PostgresDialect, type PostgresPool } from 'kysely';
 import pg from 'pg';
 import { migrateToLatest } from './migrate.js';
+import { type OutageLog, outageLog } from './outage-log.js';
 import { PGlitePool } from './pglite-pool.js';
 
 const DATE_OID = 1082;
@@ -18,12 +19,14 @@ const int8 = (value: string) => Number(value);
 /**
  * A Kysely instance over PostgreSQL when `databaseUrl` is set, else over PGlite persisted in
  * `embeddedDir`. `onIdleError` hears about pooled connections the server dropped (a restart, say):
- * pg emits those as 'error' events, which would otherwise end the process.
+ * pg emits those as 'error' events, which would otherwise end the process. `onConnect` hears of
+ * every new connection to the server.
  */
 export async function openDatabase<DB>(
   databaseUrl: string | null,
   embeddedDir: string,
   onIdleError: (error: Error) => void = () => {},
+  onConnect: () => void = () => {},
 ): Promise<Kysely<DB>> {
   let pool: PostgresPool;
   if (databaseUrl) {
@@ -39,6 +42,14 @@ export async function openDatabase<DB>(
       },
     });
     pgPool.on('error', onIdleError);
+    // The pool listens for 'error' only on idle clients and removes its listener while it lends a
+    // client out. Kysely gives a client back only once its query's promise has settled, so when one
+    // socket read holds both a query's last reply and the server's FATAL 57P01 (pg_ctl restart -m
+    // fast), the error is emitted on a lent-out client with no listener, and the process exits.
+    // With this listener the client is only marked unusable: its next query fails, and the pool
+    // drops it when it is released.
+    pgPool.on('connect', (client) => client.on('error', () => {}));
+    pgPool.on('connect', onConnect);
     pool = pgPool;
   } else {
     await mkdir(path.dirname(embeddedDir), { recursive: true });
@@ -49,6 +60,37 @@ export async function openDatabase<DB>(
     pool = new PGlitePool(pglite);
   }
   return new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+}
+
+/** Socket errors of a connection to the database server that is refused, cut or unanswered. */
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+/** SQLSTATEs of a server that is going away, starting up, or full; class 08 (connection exception) too, bar protocol violations. */
+const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
+/** What pg says when a connection it held was lost, or could not be made in time. */
+const PG_LOST_CONNECTION = /^Connection terminated|not queryable$|^timeout exceeded when trying to connect$/;
+
+/**
+ * Whether `error` means the database cannot be reached right now (restarting, stopped, unreachable)
+ * rather than that a query is wrong: a retry later may well succeed.
+ */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  type Failure = { code?: unknown; message?: unknown; errors?: unknown; cause?: unknown };
+  let e = error as Failure | undefined;
+  for (let depth = 0; e && depth < 5; depth++, e = e.cause as Failure | undefined) {
+    const code = typeof e.code === 'string' ? e.code : '';
+    if (NETWORK_CODES.has(code) || UNAVAILABLE_STATES.has(code) || (code.startsWith('08') && code !== '08P01')) return true;
+    if (typeof e.message === 'string' && PG_LOST_CONNECTION.test(e.message)) return true;
+    // Connecting to a name with several addresses fails with an AggregateError of one error per address.
+    if (Array.isArray(e.errors) && e.errors.some(isDatabaseUnavailable)) return true;
+  }
+  return false;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Told of every request that fails for want of the database; logs once per outage. */
+    databaseOutage: OutageLog;
+  }
 }
 
 export interface DbOptions {
@@ -63,8 +105,13 @@ export interface DbOptions {
 export default fp<DbOptions>(
   async (app, { migrations }) => {
     const { databaseUrl, dataDir } = app.config;
-    const db = await openDatabase<FastifyInstance['db'] extends Kysely<infer DB> ? DB : never>(databaseUrl, path.join(dataDir, 'pgdata'), (error) =>
-      app.log.warn({ err: error }, 'an idle database connection was closed by the server'),
+    // Every connection is lost in an outage, so the first new one is the sign that it is over.
+    const outage = outageLog(app.log, { down: 'database not reachable; answering 503 until it is back', up: 'database reachable again' }, 1_000);
+    const db = await openDatabase<FastifyInstance['db'] extends Kysely<infer DB> ? DB : never>(
+      databaseUrl,
+      path.join(dataDir, 'pgdata'),
+      (error) => app.log.warn({ err: error }, 'an idle database connection was closed by the server'),
+      () => outage.answered(),
     );
     try {
       const applied = await migrateToLatest(db, migrations);
@@ -74,6 +121,7 @@ export default fp<DbOptions>(
       throw error;
     }
     app.decorate('db', db);
+    app.decorate('databaseOutage', outage);
     app.addHook('onClose', async () => db.destroy());
   },
   { name: 'db', dependencies: ['config'], fastify: '5.x' },

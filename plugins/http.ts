@@ -17,7 +17,10 @@ export const httpServerOptions = {
   schemaErrorFormatter: formatSchemaError,
   frameworkErrors,
   clientErrorHandler,
-  return503OnClosing: true,
+  // A request that reaches a closing server on a kept-alive connection is served (server.ts closes
+  // the connection after the answer): Fastify's own 503 would carry a body that is not {detail},
+  // and the close waits for the connection anyway.
+  return503OnClosing: false,
 } satisfies FastifyServerOptions;
 
 export interface HttpOptions {

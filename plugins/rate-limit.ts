@@ -2,6 +2,7 @@ import fastifyRateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { TooManyRequests } from './http/errors.js';
+import { outageLog } from './outage-log.js';
 
 interface Bucket {
   key: string;
@@ -66,8 +67,7 @@ export default fp(
       return null;
     }
 
-    // One warning per outage, not one per request.
-    let storeDown = false;
+    const outage = outageLog(app.log, { down: 'rate-limit store unavailable; requests are not counted', up: 'rate-limit store reachable again' });
 
     app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
       const bucket = bucketOf(request);
@@ -78,12 +78,10 @@ export default fp(
         state = await count(request);
       } catch (err) {
         // The library's skipOnError would hide the outage; this lets requests through as well, and says so.
-        if (!storeDown) request.log.warn({ err }, 'rate-limit store unavailable; requests are not counted');
-        storeDown = true;
+        outage.failed(err);
         return;
       }
-      if (storeDown) request.log.info('rate-limit store reachable again');
-      storeDown = false;
+      outage.answered();
       if (state.isAllowed) return;
       const resetSeconds = Math.max(1, state.ttlInSeconds);
       reply.header('X-RateLimit-Limit', state.max);

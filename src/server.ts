@@ -1,4 +1,5 @@
-/** Process entry: build the app, listen, and close gracefully on SIGTERM/SIGINT. */
+/** Process entry: build the app, listen, and close gracefully on SIGTERM/SIGINT, within a deadline. */
+import closeWithGrace from 'close-with-grace';
 import { ConfigError, loadConfig } from '../plugins/config.js';
 import { buildApp } from './app.js';
 
@@ -25,17 +26,19 @@ app.addHook('onSend', async (_request, reply, payload) => {
 await app.listen({ host: config.host, port: config.port });
 app.log.info(`Docs at ${config.publicBaseUrl}/docs`);
 
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(signal, () => {
+// close() stops accepting connections, lets requests in flight finish, then runs onClose hooks. A
+// request that never finishes (a query stuck on a lock, say) must not hold the process forever:
+// past SHUTDOWN_TIMEOUT_MS it exits 1, and the orchestrator restarts it.
+closeWithGrace(
+  {
+    delay: config.shutdownTimeoutMs,
+    logger: { error: (message: unknown) => app.log.error(message) },
+    onTimeout: (delay) => app.log.error({ timeoutMs: delay }, 'requests still in flight at the shutdown deadline; exiting with code 1'),
+  },
+  async ({ signal, err }) => {
     shuttingDown = true;
-    app.log.info({ signal }, 'closing: finishing requests in flight');
-    // close() stops accepting connections, lets requests in flight finish, then runs onClose hooks.
-    app.close().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        app.log.error({ err: error }, 'error while closing');
-        process.exit(1);
-      },
-    );
-  });
-}
+    if (err) app.log.error({ err }, 'closing after an uncaught error');
+    else app.log.info({ signal }, 'closing: finishing requests in flight');
+    await app.close();
+  },
+);

@@ -36,6 +36,7 @@ t.test('defaults', async (t) => {
     corsOrigins: [],
     rateLimitAnonPerMin: 20,
     rateLimitMePerMin: 5,
+    shutdownTimeoutMs: 10_000,
   });
 });
 
@@ -60,6 +61,7 @@ t.test('every variable is read', async (t) => {
     CORS_ORIGINS: 'https://a.example, https://b.example',
     RATE_LIMIT_ANON_PER_MIN: '100',
     RATE_LIMIT_ME_PER_MIN: '7',
+    SHUTDOWN_TIMEOUT_MS: '2500',
   });
   t.match(config, {
     nodeEnv: 'production',
@@ -79,6 +81,7 @@ t.test('every variable is read', async (t) => {
     corsOrigins: ['https://a.example', 'https://b.example'],
     rateLimitAnonPerMin: 100,
     rateLimitMePerMin: 7,
+    shutdownTimeoutMs: 2500,
   });
 });
 
@@ -98,6 +101,7 @@ t.test('a bad value stops loadConfig with a message naming the variable', async 
     [{ SMTP_URL: 'mail.example.com' }, 'SMTP_URL', /^SMTP_URL /],
     [{ PUBLIC_BASE_URL: 'ftp://example.com' }, 'PUBLIC_BASE_URL', /^PUBLIC_BASE_URL /],
     [{ MAIL_FROM: 'nobody' }, 'MAIL_FROM', /^MAIL_FROM /],
+    [{ SHUTDOWN_TIMEOUT_MS: '0' }, 'SHUTDOWN_TIMEOUT_MS', /^SHUTDOWN_TIMEOUT_MS must be a whole number from 1 to 600000, got '0'$/],
     [{ ACCESS_TOKEN_TTL: '0' }, 'ACCESS_TOKEN_TTL', /^ACCESS_TOKEN_TTL /],
     [{ REFRESH_TOKEN_TTL: 'week' }, 'REFRESH_TOKEN_TTL', /^REFRESH_TOKEN_TTL /],
     [{ BCRYPT_COST: '3' }, 'BCRYPT_COST', /^BCRYPT_COST must be a whole number from 4 to 15, got '3'$/],

@@ -1,7 +1,11 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { isDatabaseUnavailable } from '../db.js';
 import { HttpError } from './errors.js';
+
+/** Seconds a client is asked to wait when the database is away (a restart takes a few). */
+const DATABASE_RETRY_AFTER_S = 5;
 
 /** Fastify's and its plugins' own client errors, reworded; anything else 4xx keeps its message. */
 const FRAMEWORK_ERRORS: Record<string, { status: number; detail: string }> = {
@@ -24,6 +28,13 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
   if (known) return reply.code(known.status).send({ detail: known.detail });
   const status = error.statusCode ?? 500;
   if (status >= 400 && status < 500) return reply.code(status).send({ detail: error.message });
+  if (isDatabaseUnavailable(error)) {
+    request.server.databaseOutage.failed(error);
+    return reply
+      .code(503)
+      .header('retry-after', DATABASE_RETRY_AFTER_S)
+      .send({ detail: 'Service unavailable: the database is not reachable' });
+  }
   request.log.error({ err: error }, 'unhandled error');
   return reply.code(500).send({ detail: 'Internal Server Error' });
 }

@@ -31,14 +31,15 @@ export const healthHandlers = {
     const app = request.server;
     const dbFailure = await probeFailure(() => sql`select 1`.execute(app.db));
     if (dbFailure) {
-      request.log.warn({ err: dbFailure }, 'readiness: database unavailable');
+      // Said once per outage, as for requests that need the database.
+      app.databaseOutage.failed(dbFailure);
       throw new ServiceUnavailable('Database unavailable');
     }
-    // Without Redis the cache is in-process and always answers.
+    // Without Redis the cache is in-process and always answers. Redis outages are logged by the
+    // connection and the cache themselves.
     const redis = app.redisClient;
     const cacheFailure = redis ? await probeFailure(() => redis.ping()) : null;
     if (cacheFailure) {
-      request.log.warn({ err: cacheFailure }, 'readiness: cache unavailable');
       throw new ServiceUnavailable('Cache unavailable');
     }
     return { status: 200, body: { status: 'ok' } };
