@@ -1,13 +1,13 @@
 /**
- * The generated SDK (sdk/) as a real client: the whole user journey over real HTTP through it
- * alone, and `tsc` refusing code that misuses it.
+ * The SDK (sdk/src) as a real client: the whole user journey over real HTTP through it alone, and
+ * `tsc` refusing code that misuses it.
  */
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import t from 'tap';
-import { createContactsClient, formBody } from '../../sdk/index.js';
+import t, { type Test } from 'tap';
+import { createContactsClient, login, refreshTokens, tokenSession } from '../../sdk/src/index.js';
 import { build, smtpCapture } from '../helper.js';
 
 const run = promisify(execFile);
@@ -16,8 +16,9 @@ t.test('a user journey driven only through the generated client', async (t) => {
   const mailbox = await smtpCapture(t);
   const app = await build(t, { env: { SMTP_URL: mailbox.url } });
   const baseUrl = await app.listen({ host: '127.0.0.1', port: 0 });
-  let accessToken: string | null = null;
-  const client = createContactsClient(baseUrl, () => accessToken);
+  const session = tokenSession();
+  // An async getter, as one reading a token store would be.
+  const client = createContactsClient(baseUrl, async () => session.getToken());
 
   const registered = await client.POST('/api/auth/register', {
     body: { username: 'sdk_user', email: 'sdk@example.com', password: 'correct-horse-battery' },
@@ -29,14 +30,14 @@ t.test('a user journey driven only through the generated client', async (t) => {
   const verified = await client.GET('/api/auth/verify-email', { params: { query: { token: link.searchParams.get('token') ?? '' } } });
   t.same(verified.data, { message: 'Email verified' });
 
-  const login = await client.POST('/api/auth/login', {
-    body: { username: 'sdk_user', password: 'correct-horse-battery' },
-    bodySerializer: formBody,
-    headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
-  });
-  t.equal(login.response.status, 200);
-  const tokens = login.data!;
-  accessToken = tokens.access_token;
+  const wrongPassword = await login(client, { username: 'sdk_user', password: 'wrong-horse-battery' });
+  t.equal(wrongPassword.response.status, 401);
+  t.same(wrongPassword.error, { detail: 'Incorrect username or password' });
+  const loggedIn = await login(client, { username: 'SDK@example.com', password: 'correct-horse-battery' });
+  t.equal(loggedIn.response.status, 200);
+  const tokens = loggedIn.data!;
+  t.equal(tokens.token_type, 'bearer');
+  session.set(tokens);
 
   const today = new Date();
   const birthdayInDays = (days: number) => {
@@ -94,35 +95,44 @@ t.test('a user journey driven only through the generated client', async (t) => {
   t.equal(gone.response.status, 404);
   t.same(gone.error, { detail: 'Contact not found' });
 
-  const refreshed = await client.POST('/api/auth/refresh', { body: { refresh_token: tokens.refresh_token } });
+  const refreshed = await refreshTokens(client, tokens.refresh_token);
   t.equal(refreshed.data?.refresh_token, tokens.refresh_token);
-  accessToken = refreshed.data?.access_token ?? null;
+  t.not(refreshed.data?.access_token, tokens.access_token);
+  session.set(refreshed.data ?? null);
   const me = await client.GET('/api/users/me');
   t.equal(me.data?.username, 'sdk_user');
 
   const logout = await client.POST('/api/auth/logout');
   t.equal(logout.response.status, 204);
-  const afterLogout = await client.POST('/api/auth/refresh', { body: { refresh_token: tokens.refresh_token } });
+  const afterLogout = await refreshTokens(client, tokens.refresh_token);
   t.equal(afterLogout.response.status, 401);
+  t.same(afterLogout.error, { detail: 'Invalid refresh token' });
 });
 
-t.test('tsc refuses code that misuses the client', async (t) => {
+/** Type-checks one file importing `sdk/src/index.js` (as 'contacts-sdk') with the project's settings; `code` 0 when it compiles. */
+async function typechecker(t: Test): Promise<(source: string) => Promise<{ code: number; output: string }>> {
   // Inside the project, so the usage file resolves openapi-fetch from its node_modules.
   await mkdir('.data', { recursive: true });
   const dir = await mkdtemp(path.resolve('.data', 'sdk-typecheck-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const sdk = path.relative(dir, path.resolve('sdk/index.js')).split(path.sep).join('/');
-  const typecheck = async (source: string) => {
-    await writeFile(path.join(dir, 'usage.ts'), `import { createContactsClient } from '${sdk}';\nconst client = createContactsClient('http://x');\n${source}\n`);
-    await writeFile(path.join(dir, 'tsconfig.json'), JSON.stringify({
-      extends: path.relative(dir, path.resolve('tsconfig.json')),
-      include: ['usage.ts'],
-    }));
+  const sdk = path.relative(dir, path.resolve('sdk/src/index.js')).split(path.sep).join('/');
+  await writeFile(path.join(dir, 'tsconfig.json'), JSON.stringify({
+    extends: path.relative(dir, path.resolve('tsconfig.json')),
+    include: ['usage.ts'],
+  }));
+  return async (source) => {
+    await writeFile(path.join(dir, 'usage.ts'), source.replaceAll("'contacts-sdk'", `'${sdk}'`));
     return run(process.execPath, [path.resolve('node_modules/typescript/bin/tsc'), '-p', dir], { cwd: dir }).then(
       () => ({ code: 0, output: '' }),
       (error: { code: number; stdout: string }) => ({ code: error.code, output: error.stdout }),
     );
   };
+}
+
+t.test('tsc refuses code that misuses the client', async (t) => {
+  const check = await typechecker(t);
+  const typecheck = (source: string) =>
+    check(`import { createContactsClient, login } from 'contacts-sdk';\nconst client = createContactsClient('http://x', async () => null);\n${source}\n`);
 
   const correct = await typecheck(
     "void client.POST('/api/contacts/', { body: { first_name: 'A', last_name: 'B', email: 'a@b.co', phone: '+14155550123', birthday: '1990-01-01' } });",
@@ -140,4 +150,32 @@ t.test('tsc refuses code that misuses the client', async (t) => {
   );
   t.not(missingField.code, 0);
   t.match(missingField.output, /Property 'birthday' is missing/);
+
+  const stringId = await typecheck("void client.GET('/api/contacts/{contact_id}', { params: { path: { contact_id: '1' } } });");
+  t.not(stringId.code, 0);
+  t.match(stringId.output, /usage\.ts\(3,\d+\): error TS2322: Type 'string' is not assignable to type 'number'\./);
+
+  const noPassword = await typecheck("void login(client, { username: 'jane_doe' });");
+  t.not(noPassword.code, 0);
+  t.match(noPassword.output, /Property 'password' is missing/);
+
+  const syncRefresh = await typecheck("createContactsClient('http://x', () => null, { refresh: () => 'token' });");
+  t.not(syncRefresh.code, 0, 'refresh must be async');
+  t.match(syncRefresh.output, /Type 'string' is not assignable to type 'Promise<string \| null>'/);
+});
+
+t.test("the README's examples compile", async (t) => {
+  const typecheck = await typechecker(t);
+  const readme = await readFile('sdk/README.md', 'utf8');
+  const examples = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!);
+  t.equal(examples.length, 3);
+  // Each example in a function of its own, with what the text around it supplies.
+  const source = [
+    "import { createContactsClient, login, refreshTokens, tokenSession, type ContactsClient } from 'contacts-sdk';",
+    'declare const baseUrl: string;',
+    'declare const client: ContactsClient;',
+    'declare const storage: { get(key: string): Promise<string>; set(key: string, value: string): Promise<void> };',
+    ...examples.map((example, i) => `export async function example${i}() {\n${example.replace(/^import .* from 'contacts-sdk';$/m, '')}}`),
+  ].join('\n');
+  t.same(await typecheck(source), { code: 0, output: '' });
 });

@@ -1,0 +1,4 @@
+/** Typed client for the Contacts service: openapi-fetch over the service's own OpenAPI types. */
+export { createContactsClient, type ContactsClient, type ContactsClientOptions, type TokenGetter } from './client.js';
+export { login, refreshTokens, tokenSession, type LoginForm, type TokenPair, type TokenResult, type TokenSession } from './auth.js';
+export type { components, operations, paths } from './openapi.js';
