@@ -1,6 +1,7 @@
 /**
  * CI check for the container files Docker can't run here: compose.yaml against the Compose
- * Specification's JSON schema, and Dockerfile through dockerfile-utils' linter. Exits 1 on a problem.
+ * Specification's JSON schema and with no port but the load balancer's beyond loopback, and
+ * Dockerfile through dockerfile-utils' linter. Exits 1 on a problem.
  */
 import { readFile } from 'node:fs/promises';
 import { Ajv2019 } from 'ajv/dist/2019.js';
@@ -28,6 +29,16 @@ const compose = parse(await readFile('compose.yaml', 'utf8')) as unknown;
 const validCompose = ajv.compile(withoutLegacyIds(composeSchema) as object);
 if (!validCompose(compose)) {
   for (const error of validCompose.errors ?? []) problems.push(`compose.yaml${error.instancePath} ${error.message}`);
+}
+
+// Only the load balancer faces the network; anything else a service publishes (mailpit's UI shows
+// every reset link) is bound to the host's loopback.
+type ComposeFile = { services: Record<string, { ports?: (string | { host_ip?: string })[] }> };
+for (const [name, service] of Object.entries((compose as ComposeFile).services)) {
+  for (const port of name === 'lb' ? [] : (service.ports ?? [])) {
+    const hostIp = typeof port === 'string' ? port.split(':').length === 3 && port.split(':')[0] : port.host_ip;
+    if (hostIp !== '127.0.0.1') problems.push(`compose.yaml services.${name}.ports: ${JSON.stringify(port)} is published on every interface; bind it to 127.0.0.1`);
+  }
 }
 
 const dockerfile = await readFile('Dockerfile', 'utf8');
