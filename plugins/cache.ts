@@ -164,7 +164,8 @@ export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger
         outage.failed(error);
         bypassUntil.delete(userId);
         bypassUntil.set(userId, now() + MAX_TTL_MS);
-        log.warn({ err: error, userId }, 'cache invalidation failed; bypassing the cache for this user for an hour');
+        // The outage is already said once; each user it touches is detail.
+        log.debug({ userId }, 'cache invalidation failed; bypassing the cache for this user for an hour');
       }
     },
     stop,
