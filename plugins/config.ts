@@ -35,33 +35,59 @@ export interface AppConfig {
   shutdownTimeoutMs: number;
 }
 
-export class ConfigError extends Error {}
+/** Every bad setting at once, each naming its variable. */
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(problems.join('; '));
+  }
+}
 
 type Env = Record<string, string | undefined>;
 
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw.trim()) || value < min || value > max) {
-    throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, got '${raw}'`);
-  }
-  return value;
-}
+/** Reads variables, noting every bad one instead of stopping at the first; each returns a fallback when bad. */
+class EnvReader {
+  readonly problems: string[] = [];
 
-function url(env: Env, name: string, protocols: string[]): string | null {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return null;
-  let parsed: URL;
-  try {
-    parsed = new URL(raw);
-  } catch {
-    throw new ConfigError(`${name} must be a URL, got '${raw}'`);
+  constructor(private readonly env: Env) {}
+
+  text(name: string, fallback: string): string {
+    return this.env[name] || fallback;
   }
-  if (!protocols.includes(parsed.protocol)) {
-    throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got '${parsed.protocol}'`);
+
+  integer(name: string, fallback: number, min: number, max: number): number {
+    const raw = this.env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const value = Number(raw);
+    if (!/^\d+$/.test(raw.trim()) || value < min || value > max) {
+      this.problems.push(`${name} must be a whole number from ${min} to ${max}, got '${raw}'`);
+      return fallback;
+    }
+    return value;
   }
-  return raw;
+
+  url(name: string, protocols: string[]): string | null {
+    const raw = this.env[name];
+    if (raw === undefined || raw === '') return null;
+    let parsed: URL;
+    try {
+      parsed = new URL(raw);
+    } catch {
+      this.problems.push(`${name} must be a URL, got '${raw}'`);
+      return null;
+    }
+    if (!protocols.includes(parsed.protocol)) {
+      this.problems.push(`${name} must use ${protocols.join(' or ')}, got '${parsed.protocol}'`);
+      return null;
+    }
+    return raw;
+  }
+
+  oneOf(name: string, fallback: string, allowed: readonly string[]): string {
+    const value = this.text(name, fallback);
+    if (allowed.includes(value)) return value;
+    this.problems.push(`${name} must be one of ${allowed.join(', ')}, got '${value}'`);
+    return fallback;
+  }
 }
 
 /** `true`, `false`, a hop count (trust that many proxies in front), or trusted proxy addresses/CIDRs. */
@@ -83,58 +109,89 @@ async function developmentSecret(dataDir: string): Promise<string> {
   const existing = await readFile(file, 'utf8').catch(() => '');
   if (existing.trim().length >= 32) return existing.trim();
   const secret = randomBytes(48).toString('base64url');
-  await mkdir(dataDir, { recursive: true });
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
   await writeFile(file, secret, { mode: 0o600 });
   return secret;
 }
 
-/** Reads and validates the environment; throws ConfigError naming the first bad variable. */
-export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
-  const nodeEnv = env.NODE_ENV || 'development';
-  const port = integer(env, 'PORT', 3000, 0, 65535);
-  const host = env.HOST || '127.0.0.1';
-  const dataDir = path.resolve(env.DATA_DIR || '.data');
+/** Secrets that appear in examples (ours and the usual ones): anyone who read them could sign tokens. */
+const PLACEHOLDER_SECRET = /change.?me|replace.?(me|with)|placeholder|your.?secret|example/i;
+const MIN_SECRET_BITS = 128;
 
-  const logLevel = env.LOG_LEVEL || 'info';
-  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${logLevel}'`);
+/**
+ * Bits of entropy of `secret` if each character were drawn at random with the frequency it has
+ * (Shannon): an upper bound, so a low value surely means a guessable secret.
+ */
+function entropyBits(secret: string): number {
+  const counts = new Map<string, number>();
+  for (const character of secret) counts.set(character, (counts.get(character) ?? 0) + 1);
+  const length = [...secret].length;
+  let bits = 0;
+  for (const count of counts.values()) bits -= count * Math.log2(count / length);
+  return bits;
+}
+
+/** Why `secret` must not sign production tokens, or null. */
+function weakSecret(secret: string): string | null {
+  if (PLACEHOLDER_SECRET.test(secret)) return 'JWT_SECRET is a placeholder from an example; set it to the output of `openssl rand -base64 48`';
+  const bits = Math.floor(entropyBits(secret));
+  if (bits < MIN_SECRET_BITS) {
+    return `JWT_SECRET is guessable (about ${bits} bits of entropy, at least ${MIN_SECRET_BITS} needed); set it to the output of \`openssl rand -base64 48\``;
+  }
+  return null;
+}
+
+/** Reads and validates the environment; throws a ConfigError naming every bad variable. */
+export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
+  const read = new EnvReader(env);
+  const nodeEnv = read.text('NODE_ENV', 'development');
+  const port = read.integer('PORT', 3000, 0, 65535);
+  const host = read.text('HOST', '127.0.0.1');
+  const dataDir = path.resolve(read.text('DATA_DIR', '.data'));
+  const logLevel = read.oneOf('LOG_LEVEL', 'info', LOG_LEVELS);
 
   let jwtSecret = env.JWT_SECRET ?? '';
   if (jwtSecret === '') {
-    if (nodeEnv === 'production') throw new ConfigError('JWT_SECRET is required when NODE_ENV=production');
-    jwtSecret = await developmentSecret(dataDir);
+    if (nodeEnv === 'production') read.problems.push('JWT_SECRET is required when NODE_ENV=production');
+    else jwtSecret = await developmentSecret(dataDir);
   } else if (jwtSecret.length < 32) {
-    throw new ConfigError('JWT_SECRET must be at least 32 characters');
+    read.problems.push('JWT_SECRET must be at least 32 characters');
+  } else if (nodeEnv === 'production') {
+    const weakness = weakSecret(jwtSecret);
+    if (weakness) read.problems.push(weakness);
   }
 
-  const publicBaseUrl = url(env, 'PUBLIC_BASE_URL', ['http:', 'https:']) ?? `http://${host}:${port}`;
-  const mailFrom = env.MAIL_FROM || 'Contacts <no-reply@contacts.local>';
-  if (!/^[^<>]*<?[^\s@<>]+@[^\s@<>]+>?$/.test(mailFrom)) throw new ConfigError(`MAIL_FROM must be an e-mail address, got '${mailFrom}'`);
+  const publicBaseUrl = read.url('PUBLIC_BASE_URL', ['http:', 'https:']) ?? `http://${host}:${port}`;
+  const mailFrom = read.text('MAIL_FROM', 'Contacts <no-reply@contacts.local>');
+  if (!/^[^<>]*<?[^\s@<>]+@[^\s@<>]+>?$/.test(mailFrom)) read.problems.push(`MAIL_FROM must be an e-mail address, got '${mailFrom}'`);
 
-  return {
+  const config: AppConfig = {
     nodeEnv,
     host,
     port,
-    databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
-    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
-    redisKeyPrefix: env.REDIS_KEY_PREFIX || 'contacts:',
+    databaseUrl: read.url('DATABASE_URL', ['postgres:', 'postgresql:']),
+    redisUrl: read.url('REDIS_URL', ['redis:', 'rediss:']),
+    redisKeyPrefix: read.text('REDIS_KEY_PREFIX', 'contacts:'),
     dataDir,
     jwtSecret,
-    smtpUrl: url(env, 'SMTP_URL', ['smtp:', 'smtps:']),
-    outboxDir: path.resolve(env.MAIL_OUTBOX_DIR || path.join(dataDir, 'outbox')),
+    smtpUrl: read.url('SMTP_URL', ['smtp:', 'smtps:']),
+    outboxDir: path.resolve(read.text('MAIL_OUTBOX_DIR', path.join(dataDir, 'outbox'))),
     mailFrom,
     publicBaseUrl: publicBaseUrl.replace(/\/+$/, ''),
-    accessTokenTtl: integer(env, 'ACCESS_TOKEN_TTL', 900, 1, 86_400),
-    refreshTokenTtl: integer(env, 'REFRESH_TOKEN_TTL', 604_800, 1, 31_536_000),
-    verifyTokenTtl: integer(env, 'VERIFY_TOKEN_TTL', 604_800, 1, 31_536_000),
-    resetTokenTtl: integer(env, 'RESET_TOKEN_TTL', 900, 1, 86_400),
-    bcryptCost: integer(env, 'BCRYPT_COST', 12, 4, 15),
+    accessTokenTtl: read.integer('ACCESS_TOKEN_TTL', 900, 1, 86_400),
+    refreshTokenTtl: read.integer('REFRESH_TOKEN_TTL', 604_800, 1, 31_536_000),
+    verifyTokenTtl: read.integer('VERIFY_TOKEN_TTL', 604_800, 1, 31_536_000),
+    resetTokenTtl: read.integer('RESET_TOKEN_TTL', 900, 1, 86_400),
+    bcryptCost: read.integer('BCRYPT_COST', 12, 4, 15),
     trustProxy: trustProxy(env.TRUST_PROXY),
     logLevel,
-    corsOrigins: (env.CORS_ORIGINS ?? '').split(',').map((o) => o.trim()).filter(Boolean),
-    rateLimitAnonPerMin: integer(env, 'RATE_LIMIT_ANON_PER_MIN', 20, 1, 1_000_000),
-    rateLimitMePerMin: integer(env, 'RATE_LIMIT_ME_PER_MIN', 5, 1, 1_000_000),
-    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 1, 600_000),
+    corsOrigins: read.text('CORS_ORIGINS', '').split(',').map((o) => o.trim()).filter(Boolean),
+    rateLimitAnonPerMin: read.integer('RATE_LIMIT_ANON_PER_MIN', 20, 1, 1_000_000),
+    rateLimitMePerMin: read.integer('RATE_LIMIT_ME_PER_MIN', 5, 1, 1_000_000),
+    shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 1, 600_000),
   };
+  if (read.problems.length > 0) throw new ConfigError(read.problems);
+  return config;
 }
 
 declare module 'fastify' {

@@ -1,4 +1,5 @@
-import { mkdir } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
@@ -15,6 +16,17 @@ const INT8_OID = 20;
 // Dates stay 'YYYY-MM-DD' strings (pg would make a local-midnight Date); counts are numbers on both backends.
 const keepDate = (value: string) => value;
 const int8 = (value: string) => Number(value);
+
+/**
+ * Takes group and other access off everything in `dir`: PGlite unpacks a new database with 0666
+ * files, whatever the umask (the files PostgreSQL makes later follow the umask).
+ */
+async function makePrivate(dir: string): Promise<void> {
+  await chmod(dir, 0o700);
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    await chmod(path.join(entry.parentPath, entry.name), entry.isDirectory() ? 0o700 : 0o600);
+  }
+}
 
 /**
  * A Kysely instance over PostgreSQL when `databaseUrl` is set, else over PGlite persisted in
@@ -52,11 +64,13 @@ export async function openDatabase<DB>(
     pgPool.on('connect', onConnect);
     pool = pgPool;
   } else {
-    await mkdir(path.dirname(embeddedDir), { recursive: true });
+    // The database's files are this user's alone (server.ts also sets the umask for the files inside).
+    await mkdir(path.dirname(embeddedDir), { recursive: true, mode: 0o700 });
     const pglite = await PGlite.create(embeddedDir, {
       extensions: { pg_trgm },
       parsers: { [DATE_OID]: keepDate, [INT8_OID]: int8 },
     });
+    await makePrivate(embeddedDir);
     pool = new PGlitePool(pglite);
   }
   return new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
@@ -93,6 +107,12 @@ declare module 'fastify' {
   }
 }
 
+function withoutPassword(databaseUrl: string): string {
+  const url = new URL(databaseUrl);
+  if (url.password) url.password = '***';
+  return url.toString();
+}
+
 export interface DbOptions {
   /** The schema's migrations, applied in key order before the app serves. */
   migrations: Record<string, Migration>;
@@ -105,11 +125,13 @@ export interface DbOptions {
 export default fp<DbOptions>(
   async (app, { migrations }) => {
     const { databaseUrl, dataDir } = app.config;
+    const embeddedDir = path.join(dataDir, 'pgdata');
+    if (!databaseUrl && !existsSync(embeddedDir)) app.log.info({ embeddedDir }, 'creating the embedded database (first start: a few seconds)');
     // Every connection is lost in an outage, so the first new one is the sign that it is over.
     const outage = outageLog(app.log, { down: 'database not reachable; answering 503 until it is back', up: 'database reachable again' }, 1_000);
     const db = await openDatabase<FastifyInstance['db'] extends Kysely<infer DB> ? DB : never>(
       databaseUrl,
-      path.join(dataDir, 'pgdata'),
+      embeddedDir,
       (error) => app.log.warn({ err: error }, 'an idle database connection was closed by the server'),
       () => outage.answered(),
     );
@@ -118,6 +140,9 @@ export default fp<DbOptions>(
       if (applied.length > 0) app.log.info({ migrations: applied }, 'database migrated');
     } catch (error) {
       await db.destroy();
+      if (databaseUrl && isDatabaseUnavailable(error)) {
+        throw new Error(`database not reachable at ${withoutPassword(databaseUrl)} (${String((error as Error).cause ?? error)}): start PostgreSQL, or fix DATABASE_URL (unset, the embedded database in DATA_DIR is used)`, { cause: error });
+      }
       throw error;
     }
     app.decorate('db', db);

@@ -44,10 +44,12 @@ export default fp<MailOptions>(
       const info = await transport.sendMail({ from: mailFrom, ...message });
       if (!outbox) return;
       const file = path.join(outboxDir, `${new Date().toISOString().replace(/[:.]/g, '-')}-${randomUUID()}.eml`);
-      await mkdir(outboxDir, { recursive: true });
-      await writeFile(file, (info as { message: Buffer }).message);
-      // Without a mail server the log is the other place a developer finds the link.
-      const link = /https?:\/\/\S+/.exec(message.text)?.[0];
+      // Mails carry live verification and reset links: only this user may read them.
+      await mkdir(outboxDir, { recursive: true, mode: 0o700 });
+      await writeFile(file, (info as { message: Buffer }).message, { mode: 0o600 });
+      // Without a mail server the log is the other place a developer finds the link; in production
+      // logs travel further than the outbox, so they never carry a live token.
+      const link = app.config.nodeEnv === 'production' ? undefined : /https?:\/\/\S+/.exec(message.text)?.[0];
       app.log.info({ to: message.to, subject: message.subject, file, link }, 'mail written to the outbox');
     }
 

@@ -11,7 +11,7 @@ export async function migrateToLatest(db: Kysely<any>, migrations: Record<string
   const failed = results.find((r) => r.status === 'Error');
   if (error || failed) {
     const cause = error instanceof Error ? error.message : String(error ?? 'unknown error');
-    throw new Error(failed ? `Migration ${failed.migrationName} failed: ${cause}` : `Migrations could not run: ${cause}`);
+    throw new Error(failed ? `Migration ${failed.migrationName} failed: ${cause}` : `Migrations could not run: ${cause}`, { cause: error });
   }
   return results.map((r) => r.migrationName);
 }

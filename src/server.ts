@@ -3,16 +3,26 @@ import closeWithGrace from 'close-with-grace';
 import { ConfigError, loadConfig } from '../plugins/config.js';
 import { buildApp } from './app.js';
 
+/** Start-up failures are one line with a hint, and the process exits 1 with nothing left running. */
+function startupFailed(message: string): never {
+  console.error(`Start-up failed: ${message}`);
+  process.exit(1);
+}
+
+// Whatever this process writes (the embedded database, the mail outbox, the development secret) is
+// readable by its own user only.
+process.umask(0o077);
+
 let config;
 try {
   config = await loadConfig();
 } catch (error) {
   if (!(error instanceof ConfigError)) throw error;
-  console.error(`Configuration error: ${error.message}`);
+  for (const problem of error.problems) console.error(`Configuration error: ${problem}`);
   process.exit(1);
 }
 
-const app = await buildApp({ config });
+const app = await buildApp({ config }).catch((error: Error) => startupFailed(error.message));
 if (config.nodeEnv === 'production' && !config.redisUrl) {
   app.log.warn('REDIS_URL is not set: rate-limit counters and the cache are per instance, not shared');
 }
@@ -23,7 +33,15 @@ app.addHook('onSend', async (_request, reply, payload) => {
   if (shuttingDown) reply.header('connection', 'close');
   return payload;
 });
-await app.listen({ host: config.host, port: config.port });
+try {
+  await app.listen({ host: config.host, port: config.port });
+} catch (error) {
+  await app.close();
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE') startupFailed(`port ${config.port} on ${config.host} is already in use: stop the other process, or set PORT`);
+  if (code === 'EADDRNOTAVAIL') startupFailed(`${config.host} is not an address of this machine: fix HOST`);
+  startupFailed((error as Error).message);
+}
 app.log.info(`Docs at ${config.publicBaseUrl}/docs`);
 
 // close() stops accepting connections, lets requests in flight finish, then runs onClose hooks. A

@@ -117,6 +117,36 @@ t.test('a bad value stops loadConfig with a message naming the variable', async 
   }
 });
 
+t.test('every bad variable is reported at once', async (t) => {
+  const dataDir = await tempDir(t);
+  const error = await loadConfig({ DATA_DIR: dataDir, PORT: 'abc', JWT_SECRET: 'short', LOG_LEVEL: 'loud', REDIS_URL: 'http://cache' }).then(
+    () => null,
+    (e: unknown) => e,
+  );
+  t.type(error, ConfigError);
+  t.same((error as ConfigError).problems, [
+    "PORT must be a whole number from 0 to 65535, got 'abc'",
+    "LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got 'loud'",
+    'JWT_SECRET must be at least 32 characters',
+    "REDIS_URL must use redis: or rediss:, got 'http:'",
+  ]);
+});
+
+t.test('production refuses placeholder and guessable JWT secrets, naming the variable', async (t) => {
+  const dataDir = await tempDir(t);
+  const load = (secret: string) => loadConfig({ DATA_DIR: dataDir, NODE_ENV: 'production', JWT_SECRET: secret });
+  const refused = async (secret: string) => ((await load(secret).then(() => null, (e: unknown) => e)) as ConfigError | null)?.problems;
+  const placeholder = /^JWT_SECRET is a placeholder from an example; set it to the output of `openssl rand -base64 48`$/;
+  t.match(await refused('change-me-to-at-least-32-random-characters'), [placeholder], 'the old .env.example value');
+  t.match(await refused('replace-with-the-output-of-openssl-rand-base64-48'), [placeholder], "today's .env.example value");
+  t.match(await refused('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'), [/^JWT_SECRET is guessable \(about 0 bits of entropy, at least 128 needed\)/]);
+  t.match(await refused('abababababababababababababababab'), [/^JWT_SECRET is guessable \(about 32 bits/]);
+  t.equal((await load('3q2+7wR1k0Zs9yXcV8bN4mT6pL2aH5jD0eF7gU1iO3wQ6rS9tY2uI4oP8aS1dF3g')).nodeEnv, 'production', 'a random base64 secret starts');
+  t.equal((await load(TEST_JWT_SECRET)).nodeEnv, 'production', 'a long passphrase-like secret starts');
+  const development = await loadConfig({ DATA_DIR: dataDir, JWT_SECRET: 'change-me-to-at-least-32-random-characters' });
+  t.equal(development.jwtSecret, 'change-me-to-at-least-32-random-characters', 'development takes any secret of 32 characters');
+});
+
 t.test('without JWT_SECRET, development generates one secret and keeps it in the data folder', async (t) => {
   const dataDir = await tempDir(t);
   const first = await loadConfig({ DATA_DIR: dataDir });
@@ -157,5 +187,5 @@ t.test('the server refuses to start on a bad value, naming it', async (t) => {
     timeout: 60_000,
   });
   t.equal(run.status, 1);
-  t.match(run.stderr, /Configuration error: PORT must be a whole number/);
+  t.equal(run.stderr, "Configuration error: PORT must be a whole number from 0 to 65535, got 'not-a-port'\n", 'one line naming it, no stack');
 });

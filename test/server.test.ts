@@ -1,8 +1,11 @@
 /** The process entry (src/server.ts) as a real process: start-up warnings and graceful SIGTERM. */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import http from 'node:http';
 import { createServer } from 'node:net';
+import path from 'node:path';
 import t from 'tap';
 import { testEnv } from './helper.js';
 
@@ -59,4 +62,90 @@ t.test('SIGTERM lets a request in flight finish, then the process exits 0', asyn
   t.match(output, /closing: finishing requests in flight/);
   const refused = await fetch(`${url}/healthz`).then(() => 'answered', () => 'refused');
   t.equal(refused, 'refused', 'no longer listening');
+});
+
+/** Runs src/server.ts to its exit; resolves with its exit code and output. */
+async function runToExit(env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
+  const started = Date.now();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  return { code, stdout, stderr, ms: Date.now() - started };
+}
+
+t.test('start-up failures are one line with a hint, and the process exits 1', async (t) => {
+  const base: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...(await testEnv(t)), LOG_LEVEL: 'warn' };
+  delete base.REDIS_URL;
+
+  const taken = createServer().listen(0, '127.0.0.1');
+  await once(taken, 'listening');
+  t.teardown(() => taken.close());
+  const { port } = taken.address() as { port: number };
+  const portInUse = await runToExit({ ...base, PORT: String(port) });
+  t.equal(portInUse.code, 1);
+  t.equal(portInUse.stderr, `Start-up failed: port ${port} on 127.0.0.1 is already in use: stop the other process, or set PORT\n`);
+  t.ok(portInUse.ms < 30_000, `and promptly (${portInUse.ms} ms)`);
+
+  const nowhere = await freePort();
+  const noDatabase = await runToExit({ ...base, PORT: String(await freePort()), DATABASE_URL: `postgres://postgres:hunter2@127.0.0.1:${nowhere}/nowhere` });
+  t.equal(noDatabase.code, 1);
+  t.match(
+    noDatabase.stderr,
+    new RegExp(
+      `^Start-up failed: database not reachable at postgres://postgres:\\*\\*\\*@127\\.0\\.0\\.1:${nowhere}/nowhere \\(Error: connect ECONNREFUSED 127\\.0\\.0\\.1:${nowhere}\\): ` +
+        'start PostgreSQL, or fix DATABASE_URL \\(unset, the embedded database in DATA_DIR is used\\)\\n$',
+    ),
+    'one line, the password masked',
+  );
+});
+
+t.test('what the process writes is private to its user, and production logs carry no live link', async (t) => {
+  const port = await freePort();
+  const dataDir = path.join((await testEnv(t)).DATA_DIR!, 'fresh');
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    NODE_ENV: 'production',
+    LOG_LEVEL: 'info',
+    DATA_DIR: dataDir,
+    JWT_SECRET: randomBytes(48).toString('base64'),
+    BCRYPT_COST: '4',
+    PORT: String(port),
+  };
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  t.teardown(() => void child.kill('SIGKILL'));
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 600 && !(await fetch(`${url}/healthz`).then((r) => r.ok, () => false)); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  t.match(output, /"msg":"creating the embedded database \(first start: a few seconds\)"[^]*"msg":"database migrated"/, 'the silent first initdb is announced');
+
+  const registered = await fetch(`${url}/api/auth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'private_files', email: 'private@example.com', password: 'correct-horse-battery' }),
+  });
+  t.equal(registered.status, 201);
+  const outbox = path.join(dataDir, 'outbox');
+  const [mail] = await readdir(outbox);
+  const modeOf = async (file: string) => ((await stat(file)).mode & 0o777).toString(8);
+  t.equal(await modeOf(dataDir), '700');
+  t.equal(await modeOf(path.join(dataDir, 'pgdata')), '700');
+  t.equal(await modeOf(outbox), '700');
+  t.equal(await modeOf(path.join(outbox, mail!)), '600', 'the mail with its live link');
+  const open = [];
+  for (const entry of await readdir(path.join(dataDir, 'pgdata'), { recursive: true, withFileTypes: true })) {
+    const file = path.join(entry.parentPath, entry.name);
+    if (((await stat(file)).mode & 0o077) !== 0) open.push(file);
+  }
+  t.same(open, [], 'no database file is readable by others');
+
+  const token = /token=([\w.-]+)/.exec((await readFile(path.join(outbox, mail!), 'utf8')).replace(/=\r?\n/g, ''))?.[1];
+  t.ok(token, 'the mail carries the link');
+  t.match(output, /"msg":"mail written to the outbox"/);
+  t.notMatch(output, token!.slice(-20), 'the log does not');
 });
