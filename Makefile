@@ -1,27 +1,39 @@
-# Thin wrappers around the npm scripts; `make ci` is exactly what CI runs.
-.PHONY: install codegen run test check ci
+# Thin wrappers around the npm scripts; `make ci` is exactly what CI runs. `make help` lists them.
+.PHONY: help install codegen build run dev test check bench ci
+
+help: ## this list
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 # npm ci only when node_modules is missing or older than the lock file.
-install: node_modules/.package-lock.json
+install: node_modules/.package-lock.json ## install dependencies (npm ci) when the lock file changed
 node_modules/.package-lock.json: package-lock.json
 	npm ci
 	@touch $@
 
-codegen: install
+codegen: install ## regenerate src/generated/ from openapi.yaml
 	npm run codegen
 
+build: codegen ## compile to dist/ (what production runs)
+	npm run build
+
 # The service applies its migrations itself at start-up.
-run: install codegen
+run: build ## run the service as production does (embedded database unless DATABASE_URL is set)
 	npm start
 
-test: install
+dev: install ## run from source, restarting on every change, with readable logs
+	npm run dev
+
+test: install ## the whole test suite, on PostgreSQL + Redis and on the embedded default
 	npm test
 
-check: install
+check: install ## codegen drift, types, OpenAPI lint, container files
 	npm run codegen:check
 	npm run typecheck
 	npm run lint:openapi
 	npm run check:containers
 
-ci:
+bench: install ## cached reads beside a bare-Fastify ceiling (needs local PostgreSQL and Redis)
+	npm run bench
+
+ci: ## exactly what CI runs
 	bash .ci/run

@@ -1,8 +1,6 @@
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Kysely, type Migration, PostgresDialect, type PostgresPool } from 'kysely';
@@ -26,6 +24,25 @@ async function makePrivate(dir: string): Promise<void> {
   for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
     await chmod(path.join(entry.parentPath, entry.name), entry.isDirectory() ? 0o700 : 0o600);
   }
+}
+
+/**
+ * PGlite persisted in `dir`, behind pg's Pool interface. PGlite is a development dependency (the
+ * embedded default of `make run` and the tests), so a production install without it needs DATABASE_URL.
+ */
+async function embeddedPool(dir: string): Promise<PostgresPool> {
+  let modules;
+  try {
+    modules = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite/contrib/pg_trgm')]);
+  } catch {
+    throw new Error('DATABASE_URL is unset and the embedded database (@electric-sql/pglite) is not installed: set DATABASE_URL, or install every dependency with npm ci');
+  }
+  const [{ PGlite }, { pg_trgm }] = modules;
+  // The database's files are this user's alone (server.ts also sets the umask for the files inside).
+  await mkdir(path.dirname(dir), { recursive: true, mode: 0o700 });
+  const pglite = await PGlite.create(dir, { extensions: { pg_trgm }, parsers: { [DATE_OID]: keepDate, [INT8_OID]: int8 } });
+  await makePrivate(dir);
+  return new PGlitePool(pglite);
 }
 
 /**
@@ -64,14 +81,7 @@ export async function openDatabase<DB>(
     pgPool.on('connect', onConnect);
     pool = pgPool;
   } else {
-    // The database's files are this user's alone (server.ts also sets the umask for the files inside).
-    await mkdir(path.dirname(embeddedDir), { recursive: true, mode: 0o700 });
-    const pglite = await PGlite.create(embeddedDir, {
-      extensions: { pg_trgm },
-      parsers: { [DATE_OID]: keepDate, [INT8_OID]: int8 },
-    });
-    await makePrivate(embeddedDir);
-    pool = new PGlitePool(pglite);
+    pool = await embeddedPool(embeddedDir);
   }
   return new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
 }

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -23,7 +23,10 @@ declare module 'fastify' {
 
 const specFile = fileURLToPath(new URL('../openapi.yaml', import.meta.url));
 
-const redocBundle = readFileSync(createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js'));
+// `npm run build` copies ReDoc's one-file bundle into dist/vendor, so production installs no redoc
+// package (83 MB for this one file); run from source, it comes from the redoc devDependency.
+const builtBundle = fileURLToPath(new URL('../vendor/redoc.standalone.js', import.meta.url));
+const redocBundle = readFileSync(existsSync(builtBundle) ? builtBundle : createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js'));
 
 // Everything comes from this service; inline styles are how both UIs lay themselves out.
 const DOCS_CSP =
