@@ -45,6 +45,8 @@ export type CutOffLoader = (userId: number) => Promise<number | null | undefined
 
 export interface AuthOptions {
   loadCutOff: CutOffLoader;
+  /** No other process can change a cut-off (the embedded database is this process's alone). */
+  soleInstance: boolean;
 }
 
 declare module 'fastify' {
@@ -66,8 +68,9 @@ const REMEMBERED_USERS = 100_000;
 
 /**
  * Users' cut-offs remembered in this process, so a request costs no database round trip. Only
- * while this process hears every other instance's changes (a live Redis subscription) are they
- * used; otherwise each check reads the database. A load that raced an invalidation is not kept.
+ * while this process hears every other instance's changes (a live Redis subscription), or is the
+ * only one, are they used; otherwise each check reads the database. A load that raced an
+ * invalidation is not kept.
  */
 function cutOffMemory(load: CutOffLoader) {
   const remembered = new LRUCache<number, { cutOff: number | null }>({ max: REMEMBERED_USERS, ttl: CUT_OFF_TTL_MS });
@@ -106,7 +109,7 @@ function bearerToken(request: FastifyRequest): string | null {
  * signature, type and expiry, then the user's cut-off (a password reset ends earlier tokens).
  */
 export default fp<AuthOptions>(
-  async (app, { loadCutOff }) => {
+  async (app, { loadCutOff, soleInstance }) => {
     await app.register(fastifyJwt, {
       secret: app.config.jwtSecret,
       sign: { algorithm: 'HS256' },
@@ -114,22 +117,28 @@ export default fp<AuthOptions>(
     });
 
     const memory = cutOffMemory(loadCutOff);
+    if (soleInstance) memory.setTrusted(true);
     const channel = `${app.config.redisKeyPrefix}token-cut-offs`;
     const publisher = app.redisClient;
-    if (publisher) {
+    if (publisher && !soleInstance) {
       // A subscribed connection can issue no other command, so it is a second one.
       const subscriber = publisher.duplicate();
       subscriber.on('error', () => memory.setTrusted(false));
       subscriber.on('close', () => memory.setTrusted(false));
       subscriber.on('message', (_channel: string, userId: string) => memory.forget(Number(userId)));
-      subscriber.on('ready', () => {
+      const subscribe = () =>
         subscriber.subscribe(channel).then(
           () => memory.setTrusted(true),
           () => memory.setTrusted(false),
         );
-      });
-      subscriber.connect().catch(() => {});
       app.addHook('onClose', async () => subscriber.disconnect());
+      // Subscribes on the first connection, then again on every reconnection.
+      const connecting = subscriber
+        .connect()
+        .then(subscribe, () => {})
+        .finally(() => subscriber.on('ready', subscribe));
+      // With Redis up, remember from the first request on; without, do not wait: it reconnects.
+      if (publisher.status === 'ready') await connecting;
     }
 
     const tokens: TokenService = {

@@ -45,17 +45,20 @@ async function embeddedPool(dir: string): Promise<PostgresPool> {
   return new PGlitePool(pglite);
 }
 
-/**
- * A Kysely instance over PostgreSQL when `databaseUrl` is set, else over PGlite persisted in
- * `embeddedDir`. `onIdleError` hears about pooled connections the server dropped (a restart, say):
- * pg emits those as 'error' events, which would otherwise end the process. `onConnect` hears of
- * every new connection to the server.
- */
+export interface OpenOptions {
+  /** Hears of pooled connections the server dropped (a restart, say): pg emits those as 'error' events, which would otherwise end the process. */
+  onIdleError?: (error: Error) => void;
+  /** Hears of every new connection to the server. */
+  onConnect?: () => void;
+  /** Hears of every statement sent (tests count them). */
+  onQuery?: (sql: string) => void;
+}
+
+/** A Kysely instance over PostgreSQL when `databaseUrl` is set, else over PGlite persisted in `embeddedDir`. */
 export async function openDatabase<DB>(
   databaseUrl: string | null,
   embeddedDir: string,
-  onIdleError: (error: Error) => void = () => {},
-  onConnect: () => void = () => {},
+  { onIdleError = () => {}, onConnect = () => {}, onQuery }: OpenOptions = {},
 ): Promise<Kysely<DB>> {
   let pool: PostgresPool;
   if (databaseUrl) {
@@ -83,7 +86,7 @@ export async function openDatabase<DB>(
   } else {
     pool = await embeddedPool(embeddedDir);
   }
-  return new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  return new Kysely<DB>({ dialect: new PostgresDialect({ pool }), ...(onQuery ? { log: (event) => onQuery(event.query.sql) } : {}) });
 }
 
 /** Socket errors of a connection to the database server that is refused, cut or unanswered. */
@@ -126,6 +129,8 @@ function withoutPassword(databaseUrl: string): string {
 export interface DbOptions {
   /** The schema's migrations, applied in key order before the app serves. */
   migrations: Record<string, Migration>;
+  /** Hears of every statement sent (tests count them). */
+  onQuery?: (sql: string) => void;
 }
 
 /**
@@ -133,18 +138,17 @@ export interface DbOptions {
  * serves. The features declare its table types (`FastifyInstance['db']`), so this plugin knows none.
  */
 export default fp<DbOptions>(
-  async (app, { migrations }) => {
+  async (app, { migrations, onQuery }) => {
     const { databaseUrl, dataDir } = app.config;
     const embeddedDir = path.join(dataDir, 'pgdata');
     if (!databaseUrl && !existsSync(embeddedDir)) app.log.info({ embeddedDir }, 'creating the embedded database (first start: a few seconds)');
     // Every connection is lost in an outage, so the first new one is the sign that it is over.
     const outage = outageLog(app.log, { down: 'database not reachable; answering 503 until it is back', up: 'database reachable again' }, 1_000);
-    const db = await openDatabase<FastifyInstance['db'] extends Kysely<infer DB> ? DB : never>(
-      databaseUrl,
-      embeddedDir,
-      (error) => app.log.warn({ err: error }, 'an idle database connection was closed by the server'),
-      () => outage.answered(),
-    );
+    const db = await openDatabase<FastifyInstance['db'] extends Kysely<infer DB> ? DB : never>(databaseUrl, embeddedDir, {
+      onIdleError: (error) => app.log.warn({ err: error }, 'an idle database connection was closed by the server'),
+      onConnect: () => outage.answered(),
+      onQuery,
+    });
     try {
       const applied = await migrateToLatest(db, migrations);
       if (applied.length > 0) app.log.info({ migrations: applied }, 'database migrated');

@@ -27,6 +27,8 @@ export interface BuildOptions {
   mail?: MailOptions;
   /** The current time; tests move it to exercise dates. */
   now?: () => Date;
+  /** Hears of every database statement; tests count them. */
+  onQuery?: (sql: string) => void;
 }
 
 /** Headers a browser client may read across origins. */
@@ -59,10 +61,10 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   });
   await app.register(configPlugin, { config, now: options.now });
   await app.register(httpPlugin, { exposedHeaders: EXPOSED_HEADERS });
-  await app.register(dbPlugin, { migrations });
+  await app.register(dbPlugin, { migrations, onQuery: options.onQuery });
   await app.register(redisPlugin);
   await app.register(cachePlugin);
-  await app.register(authPlugin, { loadCutOff: (userId) => findTokenCutOff(app.db, userId) });
+  await app.register(authPlugin, { loadCutOff: (userId) => findTokenCutOff(app.db, userId), soleInstance: !config.databaseUrl });
   await app.register(rateLimitPlugin);
   await app.register(mailPlugin, options.mail ?? {});
   await app.register(docsPlugin);

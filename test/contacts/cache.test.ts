@@ -113,3 +113,19 @@ t.test('TTLs: 10 s for a contact and a list, an hour for upcoming birthdays but 
   t.equal(next.headers['x-cache'], 'MISS');
   t.notSame(next.json(), late.json(), 'a new day, a new answer');
 });
+
+t.test('a cached read sends no statement to the database: neither the read nor the token check', async (t) => {
+  const statements: string[] = [];
+  const counted = await buildContactsApp(t, { onQuery: (sql) => statements.push(sql) });
+  const carol = as(counted, await createUser(counted));
+  const created = (await carol('POST', '/api/contacts/', contactBody({ last_name: 'Smith' }))).json();
+  const reads = [`/api/contacts/${created.id}`, '/api/contacts/?limit=20', '/api/contacts/?query=last_name:startswith:Sm&limit=20', '/api/contacts/get-upcoming-birthday'];
+  for (const url of reads) t.equal((await carol('GET', url)).headers['x-cache'], 'MISS', `${url} fills the cache`);
+  statements.length = 0;
+  for (let round = 0; round < 3; round++) {
+    for (const url of reads) t.equal((await carol('GET', url)).headers['x-cache'], 'HIT', url);
+  }
+  t.same(statements, [], '12 cached reads, 0 statements');
+  await carol('PATCH', `/api/contacts/${created.id}`, { first_name: 'Counted' });
+  t.ok(statements.length > 0, 'while a write does send some (so the count is real)');
+});

@@ -142,6 +142,47 @@ async function runAcrossInstances(t: Test): Promise<void> {
     t.equal(((await afterUpdate.json()) as { first_name: string }).first_name, 'Augusta');
   });
 
+  await t.test('every write through A is read at once on B, whose memory held the old answer', async (t) => {
+    const ip = '203.0.113.27';
+    const contact = { first_name: 'Grace', last_name: 'Hopper', email: 'grace@example.com', phone: '+12025550143', birthday: '1906-12-09' };
+    const { id } = (await (await call(a.url, '/api/contacts/', { method: 'POST', ip, token: alice.access_token, body: JSON.stringify(contact) })).json()) as { id: number };
+    const seen: string[] = [];
+    for (let round = 0; round < 20; round++) {
+      await call(b.url, `/api/contacts/${id}`, { ip, token: alice.access_token });
+      const cached = await call(b.url, `/api/contacts/${id}`, { ip, token: alice.access_token });
+      t.equal(cached.headers.get('x-cache'), 'HIT', `round ${round}: B answers from its cache`);
+      await call(a.url, `/api/contacts/${id}`, { method: 'PATCH', ip, token: alice.access_token, body: JSON.stringify({ first_name: `Grace${round}` }) });
+      seen.push(((await (await call(b.url, `/api/contacts/${id}`, { ip, token: alice.access_token })).json()) as { first_name: string }).first_name);
+    }
+    t.same(seen, Array.from({ length: 20 }, (_, round) => `Grace${round}`), 'B never served a stale answer');
+  });
+
+  await t.test('a password reset on A refuses every earlier token on B at once', async (t) => {
+    const ip = '203.0.113.28';
+    let session = await signUp('dave', '203.0.113.29');
+    for (let round = 0; round < 3; round++) {
+      const before = await call(b.url, '/api/contacts/', { ip, token: session.access_token });
+      t.equal(before.status, 200, `round ${round}: B accepts the token (and remembers the user's cut-off)`);
+      const asked = await call(a.url, '/api/auth/forgot-password', { method: 'POST', ip, body: JSON.stringify({ email: 'dave@example.com' }) });
+      t.equal(asked.status, 202);
+      const token = new URL((await mailbox.next()).link ?? '').searchParams.get('token');
+      const password = `new-password-${round}`;
+      const reset = await call(a.url, '/api/auth/reset-password', { method: 'POST', ip, body: JSON.stringify({ token, password }) });
+      t.equal(reset.status, 200);
+      const refused = await call(b.url, '/api/contacts/', { ip, token: session.access_token });
+      t.equal(refused.status, 401, `round ${round}: B refuses the old access token right after A's answer`);
+      t.same(await refused.json(), { detail: 'Not authenticated' });
+      const login = await call(b.url, '/api/auth/login', {
+        method: 'POST',
+        ip,
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ username: 'dave', password }).toString(),
+      });
+      t.equal(login.status, 200, 'the new password works on B');
+      session = (await login.json()) as typeof session;
+    }
+  });
+
   await t.test('concurrent creates through both instances lose nothing', async (t) => {
     const ip = '203.0.113.23';
     const bob = await signUp('bob', '203.0.113.24');
