@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Redis } from 'ioredis';
@@ -111,7 +110,6 @@ export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger
   const redis = client as Redis & ReadCommand;
   const { answers: nearby, stop } = answerMemory();
   const userKey = (userId: number) => `${prefix}{u${userId}}:`;
-  const digest = (key: string) => createHash('sha256').update(key).digest('base64url');
 
   const outage = outageLog(log, { down: 'redis cache unavailable; answering from the database', up: 'redis cache available again' });
 
@@ -128,11 +126,10 @@ export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger
   return {
     async read(userId, key) {
       if (bypassed(userId)) return { answer: undefined, generation: null };
-      const id = digest(key);
-      const held = nearby.get(`${userId} ${id}`);
+      const held = nearby.get(`${userId} ${key}`);
       let reply;
       try {
-        reply = await redis.cacheRead(`${userKey(userId)}g`, `${userKey(userId)}a:`, String(held?.generation ?? ''), id);
+        reply = await redis.cacheRead(`${userKey(userId)}g`, `${userKey(userId)}a:`, String(held?.generation ?? ''), key);
         outage.answered();
       } catch (error) {
         outage.failed(error);
@@ -142,15 +139,14 @@ export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger
       if (held?.generation === generation) return { answer: held.answer, generation };
       const stored = reply[1] ? parseStored(reply[1]) : undefined;
       if (!stored || stored.expiresAt <= now()) return { answer: undefined, generation };
-      nearby.set(`${userId} ${id}`, { generation, answer: stored.answer }, { ttl: stored.expiresAt - now() });
+      nearby.set(`${userId} ${key}`, { generation, answer: stored.answer }, { ttl: stored.expiresAt - now() });
       return { answer: stored.answer, generation };
     },
     async write(userId, key, generation, answer, ttlMs) {
-      const id = digest(key);
       const ttl = cappedTtl(ttlMs);
-      nearby.set(`${userId} ${id}`, { generation, answer }, { ttl });
+      nearby.set(`${userId} ${key}`, { generation, answer }, { ttl });
       try {
-        await redis.set(`${userKey(userId)}a:${generation}:${id}`, formatStored(answer, now() + ttl), 'PX', ttl);
+        await redis.set(`${userKey(userId)}a:${generation}:${key}`, formatStored(answer, now() + ttl), 'PX', ttl);
         outage.answered();
       } catch (error) {
         outage.failed(error);

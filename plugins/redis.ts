@@ -31,6 +31,8 @@ export default fp(
       commandTimeout: COMMAND_TIMEOUT_MS,
       connectTimeout: CONNECT_WAIT_MS,
       maxRetriesPerRequest: 0,
+      // Commands issued in the same tick (concurrent requests' cache reads) leave in one write.
+      enableAutoPipelining: true,
       // Reconnect forever, backing off to one attempt a second.
       retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
     });

@@ -29,9 +29,9 @@ if (config.nodeEnv === 'production' && !config.redisUrl) {
 let shuttingDown = false;
 // Answers given while shutting down close their connection: an idle keep-alive connection would
 // otherwise hold the close up for the whole keep-alive timeout.
-app.addHook('onSend', async (_request, reply, payload) => {
+app.addHook('onSend', (_request, reply, payload, done) => {
   if (shuttingDown) reply.header('connection', 'close');
-  return payload;
+  done(null, payload);
 });
 try {
   await app.listen({ host: config.host, port: config.port });
