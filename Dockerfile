@@ -1,7 +1,10 @@
 # syntax=docker/dockerfile:1
 # Production image: compiled JavaScript, production dependencies only, non-root, health-checked.
 
-FROM node:22-slim AS build
+# The exact Node that CI runs the suite on (.ci/node22 reads this line): bump it here.
+ARG NODE_VERSION=22.23.3
+
+FROM node:${NODE_VERSION}-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -12,12 +15,12 @@ COPY src ./src
 # The generated files are committed; refuse to build from a stale copy.
 RUN npm run codegen:check && npm run build
 
-FROM node:22-slim AS deps
+FROM node:${NODE_VERSION}-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
 
-FROM node:22-slim
+FROM node:${NODE_VERSION}-slim
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000 \

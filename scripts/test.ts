@@ -123,7 +123,7 @@ async function runTap(backend: Backend): Promise<{ tap: string; code: number | s
 const sum: Tally = { pass: 0, fail: 0, skip: 0 };
 const lines: string[] = [];
 for (const backend of BACKENDS.filter((b) => !only || b === only)) {
-  console.log(`\n=== tap run: TEST_BACKEND=${backend} ===\n`);
+  console.log(`\n=== tap run: TEST_BACKEND=${backend}, node ${process.version} ===\n`);
   const { tap, code } = await runTap(backend);
   const { total, failedFiles } = tallyTap(tap);
   // tap failed without a failing assertion: the runner crashed, no test files matched, ...
