@@ -14,6 +14,8 @@ export interface AppConfig {
   redisUrl: string | null;
   /** Namespace of every Redis key, so several deployments (or test runs) can share one Redis. */
   redisKeyPrefix: string;
+  /** A Redis command that takes longer fails, and the request goes on without Redis. */
+  redisCommandTimeoutMs: number;
   dataDir: string;
   jwtSecret: string;
   /** Unset: mail is written as .eml files into `outboxDir`. */
@@ -172,6 +174,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     databaseUrl: read.url('DATABASE_URL', ['postgres:', 'postgresql:']),
     redisUrl: read.url('REDIS_URL', ['redis:', 'rediss:']),
     redisKeyPrefix: read.text('REDIS_KEY_PREFIX', 'contacts:'),
+    redisCommandTimeoutMs: read.integer('REDIS_COMMAND_TIMEOUT_MS', 250, 1, 60_000),
     dataDir,
     jwtSecret,
     smtpUrl: read.url('SMTP_URL', ['smtp:', 'smtps:']),

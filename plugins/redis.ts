@@ -10,8 +10,6 @@ declare module 'fastify' {
 
 /** How long start-up waits for a first connection before serving without Redis. */
 const CONNECT_WAIT_MS = 2_000;
-/** A command that takes longer than this fails, so a slow Redis costs a request little. */
-const COMMAND_TIMEOUT_MS = 250;
 
 /**
  * `app.redisClient`: one ioredis connection that fails fast while Redis is down (no offline queue,
@@ -28,7 +26,8 @@ export default fp(
     const client = new Redis(url, {
       lazyConnect: true,
       enableOfflineQueue: false,
-      commandTimeout: COMMAND_TIMEOUT_MS,
+      // A slow Redis costs a request little: past this the command fails and the request goes on without it.
+      commandTimeout: app.config.redisCommandTimeoutMs,
       connectTimeout: CONNECT_WAIT_MS,
       maxRetriesPerRequest: 0,
       // Commands issued in the same tick (concurrent requests' cache reads) leave in one write.

@@ -96,7 +96,7 @@ if (backend !== 'postgres') {
 
   t.test('Redis hung, then stopped, mid-test: requests keep succeeding and reads stay fresh', async (t) => {
     const { url, server } = await privateRedis(t);
-    const app: FastifyInstance = await buildContactsApp(t, { env: { REDIS_URL: url } });
+    const app: FastifyInstance = await buildContactsApp(t, { env: { REDIS_URL: url, REDIS_COMMAND_TIMEOUT_MS: '250' } });
     const call = as(app, await createUser(app));
     const { id } = (await call('POST', '/api/contacts/', contactBody({ first_name: 'Before' }))).json();
     t.equal((await call('GET', `/api/contacts/${id}`)).headers['x-cache'], 'MISS');
