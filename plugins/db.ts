@@ -1,6 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
+import { btree_gin } from '@electric-sql/pglite/contrib/btree_gin';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -43,7 +44,7 @@ export async function openDatabase<DB>(
   } else {
     await mkdir(path.dirname(embeddedDir), { recursive: true });
     const pglite = await PGlite.create(embeddedDir, {
-      extensions: { pg_trgm },
+      extensions: { pg_trgm, btree_gin },
       parsers: { [DATE_OID]: keepDate, [INT8_OID]: int8 },
     });
     pool = new PGlitePool(pglite);
