@@ -1,6 +1,6 @@
-import { type Expression, type ExpressionBuilder, type Kysely, type RawBuilder, type Selectable, type SqlBool, sql } from 'kysely';
+import { type Expression, type ExpressionBuilder, type Kysely, type Selectable, type SqlBool, sql } from 'kysely';
 import type { ContactsTable, Database } from '../db/database.js';
-import type { BirthdayWindow } from './birthdays.js';
+import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
 import type { Condition } from './filter.js';
 import { filterPredicate } from './filter-sql.js';
 
@@ -94,71 +94,114 @@ export async function deleteContact(db: Kysely<Database>, ownerId: number, id: n
   return db.deleteFrom('contacts').where('owner_id', '=', ownerId).where('id', '=', id).returning(COLUMNS).executeTakeFirst();
 }
 
-/** The owner's contacts matching `conditions`, one page in `id` order, with the total from the same statement. */
+/**
+ * The owner's contacts matching `conditions`, one page in `id` order, and the total, from one
+ * statement (one snapshot). The count and the page are separate scans, so a page reads about
+ * skip + limit index entries rather than every match; the page's ids come from an index (often
+ * without visiting the table) and only the page's rows are read in full. A page past the end still
+ * has the total.
+ */
 export async function listContacts(
   db: Kysely<Database>,
   ownerId: number,
   conditions: readonly Condition[],
-  page: PageRequest,
+  { skip, limit }: PageRequest,
 ): Promise<PageOf<ContactRow>> {
-  return pageOf(db, ownerId, (eb) => filterPredicate(eb, conditions), sql`id`, page);
+  const matches = (eb: ContactsBuilder) => eb.and([eb('owner_id', '=', ownerId), filterPredicate(eb, conditions)]);
+  const result = await db
+    .selectFrom((eb) => eb.selectFrom('contacts').where(matches).select((count) => count.fn.countAll<number>().as('total')).as('counted'))
+    .leftJoin(
+      (eb) => eb.selectFrom('contacts').where(matches).select('id').orderBy('id').offset(skip).limit(limit).as('page'),
+      (join) => join.onTrue(),
+    )
+    .leftJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))
+    .select('counted.total')
+    .select(COLUMNS.map((column) => `contacts.${column}` as const))
+    .orderBy('page.id')
+    .execute();
+  const total = result[0]?.total ?? 0;
+  const rows = result.flatMap(({ total: _total, ...row }) => (row.id === null ? [] : [row as ContactRow]));
+  return { total, rows };
 }
 
 /**
  * The owner's contacts whose next birthday is in `window`, ordered by that day, then last name,
- * first name and id. The key range is what the (owner_id, birthday_key) index serves; the order
- * key puts this year's keys before next year's and moves 29 February to 28 in a year without one.
+ * first name and id. The window is a few key segments in that order (birthdaySegments); each is
+ * counted, then only the segments the page overlaps are read, each an ordered range of the
+ * (owner_id, birthday_key, last_name, first_name, id) index from its offset, so a page reads about
+ * skip + limit index entries. Counts and page come from one snapshot.
  */
 export async function listUpcomingBirthdays(
   db: Kysely<Database>,
   ownerId: number,
   window: BirthdayWindow,
-  page: PageRequest,
+  { skip, limit }: PageRequest,
 ): Promise<PageOf<ContactRow>> {
-  const { todayKey, endKey, wraps, leapDayThisYear, leapDayNextYear } = window;
-  const inWindow = (eb: ExpressionBuilder<Database, 'contacts'>): Expression<SqlBool> => {
-    if (endKey === null) return sql<SqlBool>`true`;
-    if (wraps) return eb.or([eb('birthday_key', '>=', todayKey), eb('birthday_key', '<=', endKey)]);
-    return eb.between('birthday_key', todayKey, endKey);
-  };
-  const nextBirthday = sql`case
-    when birthday_key >= ${todayKey} then (case when birthday_key = 229 then ${leapDayThisYear}::int else birthday_key end)
-    else 10000 + (case when birthday_key = 229 then ${leapDayNextYear}::int else birthday_key end)
-  end`;
-  return pageOf(db, ownerId, inWindow, sql`${nextBirthday}, last_name, first_name, id`, page);
+  const segments = birthdaySegments(window);
+  const inSegment = (eb: ContactsBuilder, { from, to }: BirthdaySegment) =>
+    eb.and([eb('owner_id', '=', ownerId), from === to ? eb('birthday_key', '=', from) : eb.between('birthday_key', from, to)]);
+  return consistently(db, async (trx) => {
+    const counted = await trx
+      .selectNoFrom((eb) =>
+        segments.map((segment, i) =>
+          eb.selectFrom('contacts').where((w) => inSegment(w, segment)).select((count) => count.fn.countAll<number>().as('n')).as(`s${i}`),
+        ),
+      )
+      .executeTakeFirstOrThrow();
+    const counts = segments.map((_, i) => Number((counted as Record<string, unknown>)[`s${i}`] ?? 0));
+    const rows: ContactRow[] = [];
+    let before = 0;
+    for (const [i, segment] of segments.entries()) {
+      const count = counts[i]!;
+      // The part of [skip, skip + limit) that falls in this segment, as an offset and a limit within it.
+      const from = Math.max(skip, before);
+      const to = Math.min(skip + limit, before + count);
+      if (from < to) rows.push(...(await segmentPage(trx, ownerId, segment, inSegment, from - before, to - from)));
+      before += count;
+    }
+    return { total: before, rows };
+  });
+}
+
+type ContactsBuilder = ExpressionBuilder<Database, 'contacts'>;
+
+/** Rows `offset`.. of one birthday segment in upcoming order: ids from the index, then those rows. */
+async function segmentPage(
+  db: Kysely<Database>,
+  ownerId: number,
+  segment: BirthdaySegment,
+  inSegment: (eb: ContactsBuilder, segment: BirthdaySegment) => Expression<SqlBool>,
+  offset: number,
+  limit: number,
+): Promise<ContactRow[]> {
+  // Within a one-day segment the keys differ (228, 229) but the day does not: order by name alone.
+  const byDay = !segment.oneDay;
+  const ids = db
+    .selectFrom('contacts')
+    .where((eb) => inSegment(eb, segment))
+    .select(['id', 'birthday_key', 'last_name', 'first_name'])
+    .$if(byDay, (query) => query.orderBy('birthday_key'))
+    .orderBy('last_name')
+    .orderBy('first_name')
+    .orderBy('id')
+    .offset(offset)
+    .limit(limit);
+  return db
+    .selectFrom(ids.as('page'))
+    .innerJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))
+    .select(COLUMNS.map((column) => `contacts.${column}` as const))
+    .$if(byDay, (query) => query.orderBy('page.birthday_key'))
+    .orderBy('page.last_name')
+    .orderBy('page.first_name')
+    .orderBy('page.id')
+    .execute();
 }
 
 /**
- * One page and the total of the owner's rows matching `where`, from one statement: a CTE holds the
- * numbered matches, the count comes from it, and the page is joined laterally so a page past the
- * end still returns the total.
+ * Runs `read` in one snapshot: a repeatable-read, read-only transaction, or the caller's transaction
+ * when `db` already is one.
  */
-async function pageOf(
-  db: Kysely<Database>,
-  ownerId: number,
-  where: (eb: ExpressionBuilder<Database, 'contacts'>) => Expression<SqlBool>,
-  order: RawBuilder<unknown>,
-  { skip, limit }: PageRequest,
-): Promise<PageOf<ContactRow>> {
-  const result = await db
-    .with('matched', (qb) =>
-      qb
-        .selectFrom('contacts')
-        .select(COLUMNS)
-        .select(sql<number>`row_number() over (order by ${order})`.as('position'))
-        .where('owner_id', '=', ownerId)
-        .where(where),
-    )
-    .selectFrom((eb) => eb.selectFrom('matched').select((count) => count.fn.countAll<number>().as('total')).as('counted'))
-    .leftJoinLateral(
-      (eb) => eb.selectFrom('matched').selectAll().where('position', '>', skip).where('position', '<=', skip + limit).as('page'),
-      (join) => join.onTrue(),
-    )
-    .select('counted.total')
-    .selectAll('page')
-    .orderBy('page.position')
-    .execute();
-  const total = result[0]?.total ?? 0;
-  const rows = result.flatMap(({ total: _total, position, ...row }) => (position === null ? [] : [row as ContactRow]));
-  return { total, rows };
+async function consistently<T>(db: Kysely<Database>, read: (db: Kysely<Database>) => Promise<T>): Promise<T> {
+  if (db.isTransaction) return read(db);
+  return db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(read);
 }
