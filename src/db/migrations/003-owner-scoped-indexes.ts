@@ -11,14 +11,20 @@ export const transactional = false;
 
 const TEXT_COLUMNS = ['first_name', 'last_name', 'email', 'phone'] as const;
 
-/** Every index leads with owner_id, so a query reads one owner's entries only. */
+/**
+ * Every index leads with owner_id, so a query reads one owner's entries only. Text columns are
+ * keyed by `lower(column) collate "C"`: the filters compare that (ilike is lower(value) LIKE
+ * lower(pattern), so the lower-casing is stored, not redone per row), and it is the first key of
+ * the list's text sort order (INTERFACE.md: lower(value), then the value, byte-wise, then id).
+ */
 const CREATED: [name: string, definition: RawBuilder<unknown>][] = [
   ...TEXT_COLUMNS.flatMap((column): [string, RawBuilder<unknown>][] => [
-    // contains / endswith / like / ilike / the bare term, within one owner (btree_gin puts owner_id in a GIN index).
-    [`contacts_owner_${column}_trgm_idx`, sql`using gin (owner_id, ${sql.id(column)} gin_trgm_ops)`],
-    // eq / in_ / startswith (text_pattern_ops serves LIKE 'abc%' under any collation); id last, so an
-    // eq page is read in list order and a page of ids comes from the index alone.
-    [`contacts_owner_${column}_prefix_idx`, sql`(owner_id, ${sql.id(column)} text_pattern_ops, id)`],
+    // eq / in_ / startswith and patterns with a literal prefix (a range of the key); any other
+    // filter on the column reads the owner's entries without the table; sorting by a name or e-mail.
+    [`contacts_owner_${column}_lower_idx`, sql`(owner_id, (lower(${sql.id(column)})) collate "C", ${sql.id(column)} collate "C", id)`],
+    // contains / endswith / like / ilike / the bare term: trigrams, within one owner (btree_gin
+    // puts owner_id in a GIN index).
+    [`contacts_owner_${column}_trgm_idx`, sql`using gin (owner_id, (lower(${sql.id(column)})) collate "C" gin_trgm_ops)`],
   ]),
   // Upcoming birthdays in their order: day of the year, then last name, first name, id.
   ['contacts_owner_upcoming_idx', sql`(owner_id, birthday_key, last_name, first_name, id)`],
