@@ -134,9 +134,9 @@ const sorted = (user: User, sort: string, [skip, limit]: [number, number]) => {
   };
 };
 
-/** One of the first five pages, 50 to 100 rows long (the length varies so requests differ). */
+/** One of the first five pages, 20 to 100 rows long (the length varies so requests differ). */
 const firstPages = (rand: () => number): [number, number] => {
-  const limit = int(rand, 50, 100);
+  const limit = int(rand, 20, 100);
   return [int(rand, 0, 4) * limit, limit];
 };
 

@@ -20,9 +20,11 @@ export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condit
 }
 
 /**
- * Case-sensitive conditions also state what they imply for the lower-cased key (lower-casing is
- * character by character), so the key's indexes can find the candidates; the exact comparison
- * then decides.
+ * Case-sensitive conditions that a range of the key can serve (eq, in_, a pattern with a literal
+ * prefix) also state what they imply for the lower-cased key (lower-casing is character by
+ * character), so the btree finds the candidates; the exact comparison then decides. Other
+ * patterns do not: the planner multiplies the two conditions' selectivities, and the far too low
+ * estimate would make it read every match to sort a page instead of stopping at the page.
  */
 function conditionPredicate(eb: ContactsBuilder, condition: Condition): Expression<SqlBool> {
   switch (condition.type) {
@@ -38,7 +40,9 @@ function conditionPredicate(eb: ContactsBuilder, condition: Condition): Expressi
       return eb.and([eb(folded(condition.field), 'in', condition.values.map(lower)), eb(exact(condition.field), 'in', condition.values)]);
     case 'like': {
       const key = eb(folded(condition.field), 'like', lower(condition.pattern));
-      return condition.caseInsensitive ? key : eb.and([key, eb(condition.field, 'like', condition.pattern)]);
+      if (condition.caseInsensitive) return key;
+      const exactMatch = eb(condition.field, 'like', condition.pattern);
+      return /^[%_]/.test(condition.pattern) ? exactMatch : eb.and([key, exactMatch]);
     }
     case 'range': {
       const parts: Expression<SqlBool>[] = [];
