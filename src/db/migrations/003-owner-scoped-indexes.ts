@@ -20,9 +20,10 @@ const TEXT_COLUMNS = ['first_name', 'last_name', 'email', 'phone'] as const;
 const CREATED: [name: string, definition: RawBuilder<unknown>][] = [
   ...TEXT_COLUMNS.flatMap((column): [string, RawBuilder<unknown>][] => [
     // eq / in_ / startswith and patterns with a literal prefix (a range of the key); any other
-    // filter on the column reads the owner's entries without the table; sorting by a name or e-mail.
+    // filter on the column (contains, endswith, ilike) reads the owner's entries without the
+    // table; sorting by a name or e-mail.
     [`contacts_owner_${column}_lower_idx`, sql`(owner_id, (lower(${sql.id(column)})) collate "C", ${sql.id(column)} collate "C", id)`],
-    // contains / endswith / like / ilike / the bare term: trigrams, within one owner (btree_gin
+    // ilike and the bare term: the rows holding the pattern's trigrams, within one owner (btree_gin
     // puts owner_id in a GIN index).
     [`contacts_owner_${column}_trgm_idx`, sql`using gin (owner_id, (lower(${sql.id(column)})) collate "C" gin_trgm_ops)`],
   ]),
