@@ -17,6 +17,8 @@ export interface ContactFields {
   additional_data?: Record<string, unknown> | null;
 }
 
+type ContactsBuilder = ExpressionBuilder<Database, 'contacts'>;
+
 export interface PageRequest {
   skip: number;
   limit: number;
@@ -162,8 +164,6 @@ export async function listUpcomingBirthdays(
     return { total: before, rows };
   });
 }
-
-type ContactsBuilder = ExpressionBuilder<Database, 'contacts'>;
 
 /** Rows `offset`.. of one birthday segment in upcoming order: ids from the index, then those rows. */
 async function segmentPage(
