@@ -29,7 +29,8 @@ export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condit
 function conditionPredicate(eb: ContactsBuilder, condition: Condition): Expression<SqlBool> {
   switch (condition.type) {
     case 'search': {
-      const arms = (['first_name', 'last_name', 'email'] as const).map((field) => eb(folded(field), 'like', lower(condition.pattern)));
+      // The e-mail first: it usually holds the names too, and an OR stops at its first true arm.
+      const arms = (['email', 'last_name', 'first_name'] as const).map((field) => eb(folded(field), 'like', lower(condition.pattern)));
       if (condition.phonePattern !== null) arms.push(eb(folded('phone'), 'like', lower(condition.phonePattern)));
       return eb.or(arms);
     }
