@@ -1,7 +1,7 @@
 /**
- * Prints PostgreSQL's plans for the upcoming-birthday queries exactly as the service sends them
- * (the segment counts, then each segment page; captured from the repository function, parameters
- * included), against DATABASE_URL. `npm run bench:scale` prints them for every contacts query.
+ * Prints PostgreSQL's plan for the upcoming-birthday query exactly as the service sends it
+ * (captured from the repository function, parameters included), against DATABASE_URL.
+ * `npm run bench:scale` prints the plan of every contacts query.
  *
  *   DATABASE_URL=postgres://... npx tsx scripts/explain-birthdays.ts [--user ID] [--days N] [--today YYYY-MM-DD] [--skip N] [--no-analyze]
  *
@@ -34,7 +34,7 @@ const captured: CompiledQuery[] = [];
 const db = new Kysely<Database>({
   dialect: new PostgresDialect({ pool }),
   log: (event) => {
-    if (event.level === 'query' && /^\s*select\b/i.test(event.query.sql)) captured.push(event.query);
+    if (event.level === 'query' && /^\s*(select|with)\b/i.test(event.query.sql)) captured.push(event.query);
   },
 });
 

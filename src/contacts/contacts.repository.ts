@@ -1,4 +1,4 @@
-import { type Expression, type ExpressionBuilder, type Kysely, type Selectable, type SqlBool, sql } from 'kysely';
+import { type ExpressionBuilder, type Kysely, type RawBuilder, type Selectable, sql } from 'kysely';
 import type { ContactsTable, Database } from '../db/database.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
 import type { Condition } from './filter.js';
@@ -128,10 +128,11 @@ export async function listContacts(
 
 /**
  * The owner's contacts whose next birthday is in `window`, ordered by that day, then last name,
- * first name and id. The window is a few key segments in that order (birthdaySegments); each is
- * counted, then only the segments the page overlaps are read, each an ordered range of the
- * (owner_id, birthday_key, last_name, first_name, id) index from its offset, so a page reads about
- * skip + limit index entries. Counts and page come from one snapshot.
+ * first name and id, and the total, from one statement. The window is a few key segments in that
+ * order (birthdaySegments). Each segment is counted (an index-only scan); the page then takes from
+ * each segment the part of [skip, skip + limit) that falls in it, an ordered range of the
+ * (owner_id, birthday_key, last_name, first_name, id) index read from its offset, so a page reads
+ * about skip + limit index entries. A segment the page misses gets LIMIT 0 and is never read.
  */
 export async function listUpcomingBirthdays(
   db: Kysely<Database>,
@@ -142,66 +143,50 @@ export async function listUpcomingBirthdays(
   const segments = birthdaySegments(window);
   const inSegment = (eb: ContactsBuilder, { from, to }: BirthdaySegment) =>
     eb.and([eb('owner_id', '=', ownerId), from === to ? eb('birthday_key', '=', from) : eb.between('birthday_key', from, to)]);
-  return consistently(db, async (trx) => {
-    const counted = await trx
-      .selectNoFrom((eb) =>
-        segments.map((segment, i) =>
-          eb.selectFrom('contacts').where((w) => inSegment(w, segment)).select((count) => count.fn.countAll<number>().as('n')).as(`s${i}`),
-        ),
+  /** Where segment `i` starts in the whole list: the counts of the segments before it. */
+  const start = (i: number): RawBuilder<number> =>
+    i === 0 ? sql<number>`0` : sql<number>`(${sql.join(segments.slice(0, i).map((_, j) => sql.ref(`counted.n${j}`)), sql` + `)})`;
+  const segmentPage = (eb: ExpressionBuilder<Database, never>, segment: BirthdaySegment, i: number) =>
+    eb
+      .selectFrom((from) =>
+        from
+          .selectFrom('contacts')
+          .where((w) => inSegment(w, segment))
+          // Within a one-day segment the keys differ (228, 229) but the day does not: order by name alone.
+          .select([sql.lit(i).as('segment'), (segment.oneDay ? sql.lit(segment.from) : sql.ref('birthday_key')).as('day'), 'last_name', 'first_name', 'id'])
+          .$if(!segment.oneDay, (query) => query.orderBy('birthday_key'))
+          .orderBy('last_name')
+          .orderBy('first_name')
+          .orderBy('id')
+          .offset(sql<number>`greatest(${skip} - ${start(i)}, 0)`)
+          .limit(sql<number>`greatest(least(${skip + limit}, ${start(i + 1)}) - greatest(${skip}, ${start(i)}), 0)`)
+          .as(`s${i}`),
       )
-      .executeTakeFirstOrThrow();
-    const counts = segments.map((_, i) => Number((counted as Record<string, unknown>)[`s${i}`] ?? 0));
-    const rows: ContactRow[] = [];
-    let before = 0;
-    for (const [i, segment] of segments.entries()) {
-      const count = counts[i]!;
-      // The part of [skip, skip + limit) that falls in this segment, as an offset and a limit within it.
-      const from = Math.max(skip, before);
-      const to = Math.min(skip + limit, before + count);
-      if (from < to) rows.push(...(await segmentPage(trx, ownerId, segment, inSegment, from - before, to - from)));
-      before += count;
-    }
-    return { total: before, rows };
-  });
-}
-
-/** Rows `offset`.. of one birthday segment in upcoming order: ids from the index, then those rows. */
-async function segmentPage(
-  db: Kysely<Database>,
-  ownerId: number,
-  segment: BirthdaySegment,
-  inSegment: (eb: ContactsBuilder, segment: BirthdaySegment) => Expression<SqlBool>,
-  offset: number,
-  limit: number,
-): Promise<ContactRow[]> {
-  // Within a one-day segment the keys differ (228, 229) but the day does not: order by name alone.
-  const byDay = !segment.oneDay;
-  const ids = db
-    .selectFrom('contacts')
-    .where((eb) => inSegment(eb, segment))
-    .select(['id', 'birthday_key', 'last_name', 'first_name'])
-    .$if(byDay, (query) => query.orderBy('birthday_key'))
-    .orderBy('last_name')
-    .orderBy('first_name')
-    .orderBy('id')
-    .offset(offset)
-    .limit(limit);
-  return db
-    .selectFrom(ids.as('page'))
-    .innerJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))
+      .selectAll();
+  const result = await db
+    // Materialized: inlined, each use of a count below would run its scan again.
+    .with((cte) => cte('counted').materialized(), (qb) =>
+      qb.selectNoFrom((eb) =>
+        segments.map((segment, i) =>
+          eb.selectFrom('contacts').where((w) => inSegment(w, segment)).select((count) => count.fn.countAll<number>().as('n')).as(`n${i}`),
+        ),
+      ),
+    )
+    .selectFrom('counted')
+    .leftJoinLateral(
+      (eb) => segments.slice(1).reduce((union, segment, i) => union.unionAll(segmentPage(eb, segment, i + 1)), segmentPage(eb, segments[0]!, 0)).as('page'),
+      (join) => join.onTrue(),
+    )
+    .leftJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))
+    .select(start(segments.length).as('total'))
     .select(COLUMNS.map((column) => `contacts.${column}` as const))
-    .$if(byDay, (query) => query.orderBy('page.birthday_key'))
+    .orderBy('page.segment')
+    .orderBy('page.day')
     .orderBy('page.last_name')
     .orderBy('page.first_name')
     .orderBy('page.id')
     .execute();
-}
-
-/**
- * Runs `read` in one snapshot: a repeatable-read, read-only transaction, or the caller's transaction
- * when `db` already is one.
- */
-async function consistently<T>(db: Kysely<Database>, read: (db: Kysely<Database>) => Promise<T>): Promise<T> {
-  if (db.isTransaction) return read(db);
-  return db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(read);
+  const total = Number(result[0]?.total ?? 0);
+  const rows = result.flatMap(({ total: _total, ...row }) => (row.id === null ? [] : [row as ContactRow]));
+  return { total, rows };
 }
