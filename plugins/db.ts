@@ -33,14 +33,18 @@ async function makePrivate(dir: string): Promise<void> {
 async function embeddedPool(dir: string): Promise<PostgresPool> {
   let modules;
   try {
-    modules = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite/contrib/pg_trgm')]);
+    modules = await Promise.all([
+      import('@electric-sql/pglite'),
+      import('@electric-sql/pglite/contrib/pg_trgm'),
+      import('@electric-sql/pglite/contrib/btree_gin'),
+    ]);
   } catch {
     throw new Error('DATABASE_URL is unset and the embedded database (@electric-sql/pglite) is not installed: set DATABASE_URL, or install every dependency with npm ci');
   }
-  const [{ PGlite }, { pg_trgm }] = modules;
+  const [{ PGlite }, { pg_trgm }, { btree_gin }] = modules;
   // The database's files are this user's alone (server.ts also sets the umask for the files inside).
   await mkdir(path.dirname(dir), { recursive: true, mode: 0o700 });
-  const pglite = await PGlite.create(dir, { extensions: { pg_trgm }, parsers: { [DATE_OID]: keepDate, [INT8_OID]: int8 } });
+  const pglite = await PGlite.create(dir, { extensions: { pg_trgm, btree_gin }, parsers: { [DATE_OID]: keepDate, [INT8_OID]: int8 } });
   await makePrivate(dir);
   return new PGlitePool(pglite);
 }

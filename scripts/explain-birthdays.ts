@@ -1,8 +1,9 @@
 /**
  * Prints PostgreSQL's plan for the upcoming-birthday query exactly as the service sends it
  * (captured from the repository function, parameters included), against DATABASE_URL.
+ * `npm run bench:scale` prints the plan of every contacts query.
  *
- *   DATABASE_URL=postgres://... npx tsx scripts/explain-birthdays.ts [--user ID] [--days N] [--today YYYY-MM-DD] [--no-analyze]
+ *   DATABASE_URL=postgres://... npx tsx scripts/explain-birthdays.ts [--user ID] [--days N] [--today YYYY-MM-DD] [--skip N] [--no-analyze]
  *
  * Without --user it takes the user with the most contacts.
  */
@@ -19,6 +20,7 @@ const { values } = parseArgs({
     days: { type: 'string', default: '7' },
     today: { type: 'string' },
     'no-analyze': { type: 'boolean', default: false },
+    skip: { type: 'string', default: '0' },
   },
 });
 const databaseUrl = process.env.DATABASE_URL;
@@ -28,11 +30,11 @@ if (!databaseUrl) {
 }
 
 const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-let captured: CompiledQuery | undefined;
+const captured: CompiledQuery[] = [];
 const db = new Kysely<Database>({
   dialect: new PostgresDialect({ pool }),
   log: (event) => {
-    if (event.level === 'query') captured = event.query;
+    if (event.level === 'query' && /^\s*(select|with)\b/i.test(event.query.sql)) captured.push(event.query);
   },
 });
 
@@ -47,14 +49,16 @@ try {
     'select (select count(*) from contacts) as total, (select count(*) from contacts where owner_id = $1) as owned',
     [ownerId],
   );
-  await listUpcomingBirthdays(db, ownerId, birthdayWindow(today, days), { skip: 0, limit: 100 });
-  if (!captured) throw new Error('The query was not captured.');
+  await listUpcomingBirthdays(db, ownerId, birthdayWindow(today, days), { skip: Number(values.skip), limit: 100 });
+  if (captured.length === 0) throw new Error('No query was captured.');
 
   const options = values['no-analyze'] ? '' : '(ANALYZE, BUFFERS)';
-  const plan = await pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${options} ${captured.sql}`, [...captured.parameters]);
   console.log(`contacts: ${sizes[0]?.total}; user ${ownerId}: ${sizes[0]?.owned}; today ${today.toISOString().slice(0, 10)}; time_range ${days}`);
-  console.log(`\n${captured.sql}\nparameters: ${JSON.stringify(captured.parameters)}\n`);
-  for (const row of plan.rows) console.log(row['QUERY PLAN']);
+  for (const query of captured) {
+    const plan = await pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${options} ${query.sql}`, [...query.parameters]);
+    console.log(`\n${query.sql}\nparameters: ${JSON.stringify(query.parameters)}\n`);
+    for (const row of plan.rows) console.log(row['QUERY PLAN']);
+  }
 } finally {
   await db.destroy();
 }

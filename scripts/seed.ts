@@ -1,5 +1,5 @@
 /**
- * `npm run seed -- --users U --contacts-per-user C [--seed N] [--password P] [--force]`
+ * `npm run seed -- --users U --contacts-per-user C [--big-user B] [--seed N] [--password P] [--force]`
  * Fills the configured database (DATABASE_URL, or the embedded one) with deterministic fake data:
  * COPY on PostgreSQL, batched inserts on the embedded database.
  */
@@ -18,6 +18,8 @@ import { migrateToLatest } from '../plugins/migrate.js';
 import { migrations } from '../src/db/migrations/index.js';
 
 const USAGE = `Usage: npm run seed -- --users U --contacts-per-user C [options]
+  --big-user B    the first user gets B contacts instead of C (a skewed load: --users 451
+                  --contacts-per-user 2000 --big-user 100000 is 1,000,000 contacts)
   --seed N        random seed (default 42): the same seed gives the same data
   --password P    give every user password P and mark them verified, so a benchmark can log in
                   (off by default: seeded users then have no usable password)
@@ -27,6 +29,7 @@ const { values } = parseArgs({
   options: {
     users: { type: 'string' },
     'contacts-per-user': { type: 'string' },
+    'big-user': { type: 'string' },
     seed: { type: 'string', default: '42' },
     password: { type: 'string' },
     force: { type: 'boolean', default: false },
@@ -36,8 +39,9 @@ const { values } = parseArgs({
 const wholeNumber = (raw: string | undefined) => (raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : NaN);
 const users = wholeNumber(values.users);
 const perUser = wholeNumber(values['contacts-per-user']);
+const bigUser = values['big-user'] === undefined ? perUser : wholeNumber(values['big-user']);
 const seed = wholeNumber(values.seed);
-if (values.help || !(users >= 1) || !(perUser >= 0) || Number.isNaN(seed)) {
+if (values.help || !(users >= 1) || !(perUser >= 0) || !(bigUser >= 0) || Number.isNaN(seed)) {
   console.error(USAGE);
   process.exit(values.help ? 0 : 2);
 }
@@ -66,8 +70,8 @@ function birthday(rand: () => number): string {
 
 type ContactRow = Required<Pick<Insertable<ContactsTable>, 'owner_id' | 'first_name' | 'last_name' | 'email' | 'phone' | 'birthday'>>;
 
-function* contactsOf(ownerId: number, rand: () => number): Generator<ContactRow> {
-  for (let i = 0; i < perUser; i++) {
+function* contactsOf(ownerId: number, count: number, rand: () => number): Generator<ContactRow> {
+  for (let i = 0; i < count; i++) {
     const first = FIRST[Math.floor(rand() * FIRST.length)]!;
     const last = LAST[Math.floor(rand() * LAST.length)]!;
     yield {
@@ -129,12 +133,13 @@ try {
     ownerIds.push(...inserted.map((row) => row.id));
   }
 
-  const total = users * perUser;
+  const countOf = (index: number) => (index === 0 ? bigUser : perUser);
+  const total = bigUser + (users - 1) * perUser;
   const report = progress(total);
   let done = 0;
   function* allContacts(): Generator<ContactRow> {
-    for (const ownerId of ownerIds) {
-      for (const row of contactsOf(ownerId, rand)) {
+    for (const [index, ownerId] of ownerIds.entries()) {
+      for (const row of contactsOf(ownerId, countOf(index), rand)) {
         yield row;
         if (++done % 10_000 === 0) report(done);
       }
@@ -170,7 +175,8 @@ try {
       await pipeline(lines, copy);
       await client.query("set maintenance_work_mem = '256MB'");
       for (const { indexdef } of indexes) await client.query(indexdef);
-      await client.query('analyze contacts');
+      // Vacuum too: it sets the visibility map, so counts and id pages can be index-only scans from the start.
+      await client.query('vacuum analyze contacts');
     } finally {
       await client.end();
     }

@@ -38,3 +38,45 @@ export function birthdayWindow(today: Date, days: number): BirthdayWindow {
   if (endYear === year + 1 && endKey < todayKey) return { ...base, endKey, wraps: true };
   return { ...base, endKey: null, wraps: false };
 }
+
+/**
+ * A run of the window in upcoming order: keys `from`..`to` (inclusive). Usually each key is its own
+ * day, so the run is read in (birthday_key, last_name, first_name, id) order, which is the
+ * (owner_id, birthday_key, ...) index's order. When `oneDay`, all its keys fall on one day (28 and
+ * 29 February in a year without a 29th) and the run is ordered by last_name, first_name, id alone.
+ */
+export interface BirthdaySegment {
+  from: number;
+  to: number;
+  oneDay: boolean;
+}
+
+/** The window as segments in upcoming order: this year's keys, then next year's, 29 February merged into the 28th when it must be. */
+export function birthdaySegments({ todayKey, endKey, wraps, leapDayThisYear, leapDayNextYear }: BirthdayWindow): BirthdaySegment[] {
+  const years: [from: number, to: number, leapDay: number][] =
+    endKey === null
+      ? [
+          [todayKey, 1231, leapDayThisYear],
+          [101, todayKey - 1, leapDayNextYear],
+        ]
+      : wraps
+        ? [
+            [todayKey, 1231, leapDayThisYear],
+            [101, endKey, leapDayNextYear],
+          ]
+        : [[todayKey, endKey, leapDayThisYear]];
+  const segments: BirthdaySegment[] = [];
+  const add = (from: number, to: number, oneDay: boolean) => {
+    if (from <= to) segments.push({ from, to, oneDay });
+  };
+  for (const [from, to, leapDay] of years) {
+    if (leapDay === 228 && from <= 228 && to >= 229) {
+      add(from, 227, false);
+      add(228, 229, true);
+      add(230, to, false);
+    } else {
+      add(from, to, false);
+    }
+  }
+  return segments;
+}

@@ -1,6 +1,6 @@
-import { type Expression, type ExpressionBuilder, type Kysely, type RawBuilder, type Selectable, type SqlBool, sql } from 'kysely';
+import { type ExpressionBuilder, type Kysely, type RawBuilder, type Selectable, sql } from 'kysely';
 import type { ContactsTable, Database } from '../db/database.js';
-import type { BirthdayWindow } from './birthdays.js';
+import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
 import type { Condition } from './filter.js';
 import { filterPredicate } from './filter-sql.js';
 
@@ -16,6 +16,8 @@ export interface ContactFields {
   birthday: string;
   additional_data?: Record<string, unknown> | null;
 }
+
+type ContactsBuilder = ExpressionBuilder<Database, 'contacts'>;
 
 export interface PageRequest {
   skip: number;
@@ -94,71 +96,97 @@ export async function deleteContact(db: Kysely<Database>, ownerId: number, id: n
   return db.deleteFrom('contacts').where('owner_id', '=', ownerId).where('id', '=', id).returning(COLUMNS).executeTakeFirst();
 }
 
-/** The owner's contacts matching `conditions`, one page in `id` order, with the total from the same statement. */
+/**
+ * The owner's contacts matching `conditions`, one page in `id` order, and the total, from one
+ * statement (one snapshot). The count and the page are separate scans, so a page reads about
+ * skip + limit index entries rather than every match; the page's ids come from an index (often
+ * without visiting the table) and only the page's rows are read in full. A page past the end still
+ * has the total.
+ */
 export async function listContacts(
   db: Kysely<Database>,
   ownerId: number,
   conditions: readonly Condition[],
-  page: PageRequest,
+  { skip, limit }: PageRequest,
 ): Promise<PageOf<ContactRow>> {
-  return pageOf(db, ownerId, (eb) => filterPredicate(eb, conditions), sql`id`, page);
+  const matches = (eb: ContactsBuilder) => eb.and([eb('owner_id', '=', ownerId), filterPredicate(eb, conditions)]);
+  const result = await db
+    .selectFrom((eb) => eb.selectFrom('contacts').where(matches).select((count) => count.fn.countAll<number>().as('total')).as('counted'))
+    .leftJoin(
+      (eb) => eb.selectFrom('contacts').where(matches).select('id').orderBy('id').offset(skip).limit(limit).as('page'),
+      (join) => join.onTrue(),
+    )
+    .leftJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))
+    .select('counted.total')
+    .select(COLUMNS.map((column) => `contacts.${column}` as const))
+    .orderBy('page.id')
+    .execute();
+  const total = result[0]?.total ?? 0;
+  const rows = result.flatMap(({ total: _total, ...row }) => (row.id === null ? [] : [row as ContactRow]));
+  return { total, rows };
 }
 
 /**
  * The owner's contacts whose next birthday is in `window`, ordered by that day, then last name,
- * first name and id. The key range is what the (owner_id, birthday_key) index serves; the order
- * key puts this year's keys before next year's and moves 29 February to 28 in a year without one.
+ * first name and id, and the total, from one statement. The window is a few key segments in that
+ * order (birthdaySegments). Each segment is counted (an index-only scan); the page then takes from
+ * each segment the part of [skip, skip + limit) that falls in it, an ordered range of the
+ * (owner_id, birthday_key, last_name, first_name, id) index read from its offset, so a page reads
+ * about skip + limit index entries. A segment the page misses gets LIMIT 0 and is never read.
  */
 export async function listUpcomingBirthdays(
   db: Kysely<Database>,
   ownerId: number,
   window: BirthdayWindow,
-  page: PageRequest,
-): Promise<PageOf<ContactRow>> {
-  const { todayKey, endKey, wraps, leapDayThisYear, leapDayNextYear } = window;
-  const inWindow = (eb: ExpressionBuilder<Database, 'contacts'>): Expression<SqlBool> => {
-    if (endKey === null) return sql<SqlBool>`true`;
-    if (wraps) return eb.or([eb('birthday_key', '>=', todayKey), eb('birthday_key', '<=', endKey)]);
-    return eb.between('birthday_key', todayKey, endKey);
-  };
-  const nextBirthday = sql`case
-    when birthday_key >= ${todayKey} then (case when birthday_key = 229 then ${leapDayThisYear}::int else birthday_key end)
-    else 10000 + (case when birthday_key = 229 then ${leapDayNextYear}::int else birthday_key end)
-  end`;
-  return pageOf(db, ownerId, inWindow, sql`${nextBirthday}, last_name, first_name, id`, page);
-}
-
-/**
- * One page and the total of the owner's rows matching `where`, from one statement: a CTE holds the
- * numbered matches, the count comes from it, and the page is joined laterally so a page past the
- * end still returns the total.
- */
-async function pageOf(
-  db: Kysely<Database>,
-  ownerId: number,
-  where: (eb: ExpressionBuilder<Database, 'contacts'>) => Expression<SqlBool>,
-  order: RawBuilder<unknown>,
   { skip, limit }: PageRequest,
 ): Promise<PageOf<ContactRow>> {
+  const segments = birthdaySegments(window);
+  const inSegment = (eb: ContactsBuilder, { from, to }: BirthdaySegment) =>
+    eb.and([eb('owner_id', '=', ownerId), from === to ? eb('birthday_key', '=', from) : eb.between('birthday_key', from, to)]);
+  /** Where segment `i` starts in the whole list: the counts of the segments before it. */
+  const start = (i: number): RawBuilder<number> =>
+    i === 0 ? sql<number>`0` : sql<number>`(${sql.join(segments.slice(0, i).map((_, j) => sql.ref(`counted.n${j}`)), sql` + `)})`;
+  const segmentPage = (eb: ExpressionBuilder<Database, never>, segment: BirthdaySegment, i: number) =>
+    eb
+      .selectFrom((from) =>
+        from
+          .selectFrom('contacts')
+          .where((w) => inSegment(w, segment))
+          // Within a one-day segment the keys differ (228, 229) but the day does not: order by name alone.
+          .select([sql.lit(i).as('segment'), (segment.oneDay ? sql.lit(segment.from) : sql.ref('birthday_key')).as('day'), 'last_name', 'first_name', 'id'])
+          .$if(!segment.oneDay, (query) => query.orderBy('birthday_key'))
+          .orderBy('last_name')
+          .orderBy('first_name')
+          .orderBy('id')
+          .offset(sql<number>`greatest(${skip} - ${start(i)}, 0)`)
+          .limit(sql<number>`greatest(least(${skip + limit}, ${start(i + 1)}) - greatest(${skip}, ${start(i)}), 0)`)
+          .as(`s${i}`),
+      )
+      .selectAll();
   const result = await db
-    .with('matched', (qb) =>
-      qb
-        .selectFrom('contacts')
-        .select(COLUMNS)
-        .select(sql<number>`row_number() over (order by ${order})`.as('position'))
-        .where('owner_id', '=', ownerId)
-        .where(where),
+    // Materialized: inlined, each use of a count below would run its scan again.
+    .with((cte) => cte('counted').materialized(), (qb) =>
+      qb.selectNoFrom((eb) =>
+        segments.map((segment, i) =>
+          eb.selectFrom('contacts').where((w) => inSegment(w, segment)).select((count) => count.fn.countAll<number>().as('n')).as(`n${i}`),
+        ),
+      ),
     )
-    .selectFrom((eb) => eb.selectFrom('matched').select((count) => count.fn.countAll<number>().as('total')).as('counted'))
+    .selectFrom('counted')
     .leftJoinLateral(
-      (eb) => eb.selectFrom('matched').selectAll().where('position', '>', skip).where('position', '<=', skip + limit).as('page'),
+      (eb) => segments.slice(1).reduce((union, segment, i) => union.unionAll(segmentPage(eb, segment, i + 1)), segmentPage(eb, segments[0]!, 0)).as('page'),
       (join) => join.onTrue(),
     )
-    .select('counted.total')
-    .selectAll('page')
-    .orderBy('page.position')
+    .leftJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))
+    .select(start(segments.length).as('total'))
+    .select(COLUMNS.map((column) => `contacts.${column}` as const))
+    .orderBy('page.segment')
+    .orderBy('page.day')
+    .orderBy('page.last_name')
+    .orderBy('page.first_name')
+    .orderBy('page.id')
     .execute();
-  const total = result[0]?.total ?? 0;
-  const rows = result.flatMap(({ total: _total, position, ...row }) => (position === null ? [] : [row as ContactRow]));
+  const total = Number(result[0]?.total ?? 0);
+  const rows = result.flatMap(({ total: _total, ...row }) => (row.id === null ? [] : [row as ContactRow]));
   return { total, rows };
 }

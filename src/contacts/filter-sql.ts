@@ -1,31 +1,50 @@
-import { type Expression, type ExpressionBuilder, type SqlBool, sql } from 'kysely';
+import { type Expression, type ExpressionBuilder, type RawBuilder, type SqlBool, sql } from 'kysely';
 import type { Database } from '../db/database.js';
-import type { Bound, Condition } from './filter.js';
+import type { Bound, Condition, TextField } from './filter.js';
 
 type ContactsBuilder = ExpressionBuilder<Database, 'contacts'>;
+
+/**
+ * The key of the per-owner text indexes (migration 003): the value lower-cased, compared byte-wise.
+ * `ilike` is exactly `lower(value) like lower(pattern)` (how PostgreSQL defines it for UTF-8), so
+ * written this way the lower-casing comes from the index instead of being redone for every row.
+ */
+const folded = (field: TextField): RawBuilder<string> => sql<string>`lower(${sql.ref(field)}) collate "C"`;
+const lower = (value: string): RawBuilder<string> => sql<string>`lower(${value}::text)`;
+/** The value itself under the index's collation; equality is byte-wise under any deterministic collation. */
+const exact = (field: TextField): RawBuilder<string> => sql<string>`${sql.ref(field)} collate "C"`;
 
 /** The conditions of a parsed filter as one Kysely predicate (AND); every value is a bound parameter. */
 export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condition[]): Expression<SqlBool> {
   return eb.and(conditions.map((condition) => conditionPredicate(eb, condition)));
 }
 
+/**
+ * Case-sensitive conditions that a range of the key can serve (eq, in_, a pattern with a literal
+ * prefix) also state what they imply for the lower-cased key (lower-casing is character by
+ * character), so the btree finds the candidates; the exact comparison then decides. Other
+ * patterns do not: the planner multiplies the two conditions' selectivities, and the far too low
+ * estimate would make it read every match to sort a page instead of stopping at the page.
+ */
 function conditionPredicate(eb: ContactsBuilder, condition: Condition): Expression<SqlBool> {
   switch (condition.type) {
     case 'search': {
-      const arms = [
-        eb('first_name', 'ilike', condition.pattern),
-        eb('last_name', 'ilike', condition.pattern),
-        eb('email', 'ilike', condition.pattern),
-      ];
-      if (condition.phonePattern !== null) arms.push(eb('phone', 'ilike', condition.phonePattern));
+      // The e-mail first: it usually holds the names too, and an OR stops at its first true arm.
+      const arms = (['email', 'last_name', 'first_name'] as const).map((field) => eb(folded(field), 'like', lower(condition.pattern)));
+      if (condition.phonePattern !== null) arms.push(eb(folded('phone'), 'like', lower(condition.phonePattern)));
       return eb.or(arms);
     }
     case 'eq':
-      return eb(condition.field, '=', condition.value);
+      return eb.and([eb(folded(condition.field), '=', lower(condition.value)), eb(exact(condition.field), '=', condition.value)]);
     case 'in':
-      return condition.values.length === 0 ? sql<SqlBool>`false` : eb(condition.field, 'in', condition.values);
-    case 'like':
-      return eb(condition.field, condition.caseInsensitive ? 'ilike' : 'like', condition.pattern);
+      if (condition.values.length === 0) return sql<SqlBool>`false`;
+      return eb.and([eb(folded(condition.field), 'in', condition.values.map(lower)), eb(exact(condition.field), 'in', condition.values)]);
+    case 'like': {
+      const key = eb(folded(condition.field), 'like', lower(condition.pattern));
+      if (condition.caseInsensitive) return key;
+      const exactMatch = eb(condition.field, 'like', condition.pattern);
+      return /^[%_]/.test(condition.pattern) ? exactMatch : eb.and([key, exactMatch]);
+    }
     case 'range': {
       const parts: Expression<SqlBool>[] = [];
       const value = (bound: Bound) => (condition.field === 'birthday' ? bound.value : sql<Date>`cast(${bound.value} as timestamptz)`);

@@ -1,11 +1,13 @@
 /** Upcoming birthdays with a pinned clock: year wrap, 29 February in leap and other years, order, pagination. */
 import t from 'tap';
-import { birthdayWindow } from '../../src/contacts/birthdays.js';
+import { birthdaySegments, birthdayWindow } from '../../src/contacts/birthdays.js';
+import { listUpcomingBirthdays } from '../../src/contacts/contacts.repository.js';
 import { as, buildContactsApp, contactBody, createUser } from './fixtures.js';
 
 let clock = new Date('2025-12-30T12:00:00Z');
 const app = await buildContactsApp(t, { now: () => clock });
-const alice = as(app, await createUser(app));
+const aliceUser = await createUser(app);
+const alice = as(app, aliceUser);
 const bob = as(app, await createUser(app));
 
 const people: Record<string, [birthday: string, last: string, first: string]> = {
@@ -136,4 +138,78 @@ t.test('birthdayWindow: key ranges', async (t) => {
   t.match(at('2025-01-01', 0), { todayKey: 101, endKey: 101 });
   t.match(at('2027-06-01', 0), { leapDayThisYear: 228, leapDayNextYear: 229 });
   t.match(at('2028-06-01', 0), { leapDayThisYear: 229, leapDayNextYear: 228 });
+});
+
+t.test('birthdaySegments: the window in upcoming order, 29 February merged into the 28th in a year without one', async (t) => {
+  const at = (iso: string, days: number) => birthdaySegments(birthdayWindow(new Date(`${iso}T00:00:00Z`), days));
+  t.same(at('2025-06-01', 7), [{ from: 601, to: 608, oneDay: false }]);
+  t.same(at('2025-12-30', 7), [
+    { from: 1230, to: 1231, oneDay: false },
+    { from: 101, to: 106, oneDay: false },
+  ]);
+  t.same(at('2025-02-20', 8), [
+    { from: 220, to: 227, oneDay: false },
+    { from: 228, to: 229, oneDay: true },
+  ]);
+  t.same(at('2027-02-28', 0), [{ from: 228, to: 229, oneDay: true }], 'today is the 28th, and the 29th with it');
+  t.same(at('2028-02-20', 10), [{ from: 220, to: 301, oneDay: false }], 'a leap year keeps the days apart');
+  t.same(at('2025-03-01', 365), [
+    { from: 301, to: 1231, oneDay: false },
+    { from: 101, to: 227, oneDay: false },
+    { from: 228, to: 229, oneDay: true },
+    { from: 230, to: 300, oneDay: false },
+  ]);
+  t.same(at('2028-02-29', 365), [
+    { from: 229, to: 1231, oneDay: false },
+    { from: 101, to: 228, oneDay: false },
+  ], 'today is the 29th: next year reaches the 28th only');
+  t.same(at('2024-01-01', 366), [{ from: 101, to: 1231, oneDay: false }], 'a whole leap year: one segment');
+  t.same(at('2025-01-01', 366), [
+    { from: 101, to: 227, oneDay: false },
+    { from: 228, to: 229, oneDay: true },
+    { from: 230, to: 1231, oneDay: false },
+  ]);
+});
+
+t.test('every page is the matching slice of the whole list, across segments and the merged 28 February', async (t) => {
+  // The 28th and 29th of February and the year boundary each split the window into segments.
+  const more: [string, string, string][] = [
+    ['1990-02-28', 'Leap', 'Abe'],
+    ['1988-02-29', 'Abbot', 'Zed'],
+    ['1999-02-28', 'Zane', 'Al'],
+    ['1985-12-31', 'Brown', 'Al'],
+    ['1975-01-01', 'Clark', 'Cy'],
+  ];
+  for (const [birthday, last_name, first_name] of more) await alice('POST', '/api/contacts/', contactBody({ birthday, last_name, first_name }));
+  const cases: [string, number][] = [
+    ['2025-12-30', 7],
+    ['2025-12-30', 70],
+    ['2027-02-20', 20],
+    ['2027-02-28', 0],
+    ['2028-02-20', 20],
+    ['2027-03-01', 366],
+  ];
+  for (const [day, days] of cases) {
+    const window = birthdayWindow(new Date(`${day}T09:00:00Z`), days);
+    const all = await listUpcomingBirthdays(app.db, aliceUser.id, window, { skip: 0, limit: 1000 });
+    const ids = all.rows.map((r) => r.id);
+    t.equal(all.total, ids.length, `${day} +${days}: the total counts the list`);
+    let pages = 0;
+    for (const limit of [1, 2, 3, 5]) {
+      for (let skip = 0; skip <= ids.length + 1; skip++) {
+        const page = await listUpcomingBirthdays(app.db, aliceUser.id, window, { skip, limit });
+        if (page.total !== ids.length || JSON.stringify(page.rows.map((r) => r.id)) !== JSON.stringify(ids.slice(skip, skip + limit))) {
+          t.fail(`${day} +${days} skip=${skip} limit=${limit}`);
+        }
+        pages++;
+      }
+    }
+    t.ok(pages > 0, `${day} +${days}: ${pages} pages of ${ids.length} contacts checked`);
+  }
+  const leapDay = await listUpcomingBirthdays(app.db, aliceUser.id, birthdayWindow(new Date('2027-02-28T09:00:00Z'), 0), { skip: 0, limit: 10 });
+  t.same(
+    leapDay.rows.map((r) => `${r.last_name} ${r.first_name}`),
+    ['Abbot Zed', 'Leap Abe', 'Leap Lee', 'Moss Max', 'Zane Al'],
+    '28 and 29 February interleave by last name, first name in a year without a 29th',
+  );
 });

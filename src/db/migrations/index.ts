@@ -1,9 +1,11 @@
-import type { Migration } from 'kysely';
+import type { AppMigration } from '../../../plugins/migrate.js';
 import * as users from './001-users.js';
 import * as contacts from './002-contacts.js';
+import * as ownerScopedIndexes from './003-owner-scoped-indexes.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
-export const migrations: Record<string, Migration> = {
+export const migrations: Record<string, AppMigration> = {
   '001-users': users,
   '002-contacts': contacts,
+  '003-owner-scoped-indexes': ownerScopedIndexes,
 };
