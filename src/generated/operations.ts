@@ -11,6 +11,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "201": "application/json"
@@ -190,6 +193,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -294,6 +300,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "202": "application/json"
@@ -423,6 +432,9 @@ export const operationTable = {
       "application/x-www-form-urlencoded",
       "multipart/form-data"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -591,6 +603,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -738,6 +753,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "204": null
@@ -852,6 +870,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "202": "application/json"
@@ -980,6 +1001,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -1113,6 +1137,9 @@ export const operationTable = {
     "rateLimit": "per-user",
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -1216,6 +1243,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": 10,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -1387,6 +1417,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [
       "first_name",
       "last_name"
@@ -1626,6 +1659,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": 3600,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -1785,6 +1821,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": 10,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -1945,6 +1984,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [
       "first_name",
       "last_name"
@@ -2213,6 +2255,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [
       "first_name",
       "last_name"
@@ -2472,6 +2517,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -2666,6 +2714,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "text/html"
@@ -2705,6 +2756,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -2734,6 +2788,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -2775,6 +2832,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -2795,6 +2855,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/yaml"
