@@ -7,6 +7,7 @@ import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
+import ts from 'typescript';
 import { parse } from 'yaml';
 
 const root = new URL('../', import.meta.url);
@@ -32,12 +33,22 @@ function resolveRef(spec: JsonObject, ref: string): JsonObject {
   return node as JsonObject;
 }
 
-/** Inlines $refs and drops documentation keywords, so Fastify gets self-contained validator schemas. */
+/** `type: string, format: binary`: bytes (a raw body, or a multipart file), never text. */
+function isBinary(spec: JsonObject, node: Json | undefined): boolean {
+  const schema = node === undefined ? {} : deref(spec, node);
+  return schema.type === 'string' && schema.format === 'binary';
+}
+
+/**
+ * Inlines $refs and drops documentation keywords, so Fastify gets self-contained validator schemas.
+ * A binary schema becomes `{ binary: true }`, the validator's keyword for bytes (plugins/http/validation.ts).
+ */
 function toValidatorSchema(spec: JsonObject, node: Json | undefined): Json {
   if (node === undefined) throw new Error('Missing schema');
   if (Array.isArray(node)) return node.map((item) => toValidatorSchema(spec, item));
   if (node === null || typeof node !== 'object') return node;
   if (typeof node.$ref === 'string') return toValidatorSchema(spec, resolveRef(spec, node.$ref));
+  if (isBinary(spec, node)) return { binary: true };
   const out: JsonObject = {};
   for (const [key, value] of Object.entries(node)) {
     if (DOC_KEYWORDS.has(key) || key.startsWith('x-')) continue;
@@ -62,6 +73,12 @@ interface OperationEntry {
   /** `x-cache-ttl`: seconds the answer is cached per user; null when it is not cached. */
   cacheTtl: number | null;
   requestContentTypes: string[];
+  /** Request content types whose body is the bytes themselves (a binary schema). */
+  binaryContentTypes: string[];
+  /** Binary properties of a multipart body: the fields that arrive as file parts. */
+  fileFields: string[];
+  /** `x-body-limit`: the largest body (or multipart file) in bytes; null for the app's default. */
+  bodyLimit: number | null;
   trimmedBodyFields: string[];
   /** Content type of each success response; null for an empty one (204). */
   successContentTypes: Record<string, string | null>;
@@ -117,16 +134,27 @@ function buildOperationTable(
       }
 
       let requestContentTypes: string[] = [];
-      let trimmedBodyFields: string[] = [];
+      let binaryContentTypes: string[] = [];
+      const fileFields = new Set<string>();
+      const trimmedBodyFields = new Set<string>();
       if (op.requestBody) {
         const content = deref(spec, op.requestBody).content as JsonObject;
         requestContentTypes = Object.keys(content);
-        const bodySchemas = requestContentTypes.map((type) => JSON.stringify((content[type] as JsonObject).schema));
-        if (new Set(bodySchemas).size !== 1) throw new Error(`${operationId}: every request content type must share one schema`);
-        const bodySchema = (content[requestContentTypes[0] ?? ''] as JsonObject).schema;
-        schema.body = toValidatorSchema(spec, bodySchema);
-        const properties = (deref(spec, bodySchema).properties ?? {}) as JsonObject;
-        trimmedBodyFields = Object.keys(properties).filter((name) => deref(spec, properties[name])['x-trim'] === true);
+        const bodySchemaOf = (type: string) => (content[type] as JsonObject).schema;
+        binaryContentTypes = requestContentTypes.filter((type) => isBinary(spec, bodySchemaOf(type)));
+        const bodySchemas = requestContentTypes.map((type) => JSON.stringify(bodySchemaOf(type)));
+        // One schema for every content type (JSON, or a form either way); else Fastify picks by content type.
+        schema.body =
+          new Set(bodySchemas).size === 1
+            ? toValidatorSchema(spec, bodySchemaOf(requestContentTypes[0] ?? ''))
+            : { content: Object.fromEntries(requestContentTypes.map((type) => [type, { schema: toValidatorSchema(spec, bodySchemaOf(type)) }])) };
+        for (const type of requestContentTypes) {
+          const properties = (deref(spec, bodySchemaOf(type)).properties ?? {}) as JsonObject;
+          for (const [name, property] of Object.entries(properties)) {
+            if (deref(spec, property)['x-trim'] === true) trimmedBodyFields.add(name);
+            if (type === 'multipart/form-data' && isBinary(spec, property)) fileFields.add(name);
+          }
+        }
       }
 
       const response: JsonObject = {};
@@ -149,7 +177,10 @@ function buildOperationTable(
         rateLimit: (op['x-rate-limit'] as string | undefined) ?? null,
         cacheTtl: (op['x-cache-ttl'] as number | undefined) ?? null,
         requestContentTypes,
-        trimmedBodyFields,
+        binaryContentTypes,
+        fileFields: [...fileFields],
+        bodyLimit: (op['x-body-limit'] as number | undefined) ?? null,
+        trimmedBodyFields: [...trimmedBodyFields],
         successContentTypes,
         schema,
       };
@@ -163,7 +194,11 @@ function buildOperationTable(
 
 async function generate(): Promise<Record<string, string>> {
   const spec = parse(await readFile(specUrl, 'utf8')) as JsonObject;
-  const types = astToString(await openapiTS(specUrl, { exportType: true }));
+  // Bytes are bytes on both sides: a Buffer in the service, a Uint8Array (or Buffer) in an SDK client.
+  const bytes = ts.factory.createTypeReferenceNode('Uint8Array');
+  const types = astToString(
+    await openapiTS(specUrl, { exportType: true, transform: (schema) => (schema.type === 'string' && schema.format === 'binary' ? bytes : undefined) }),
+  );
   const headerTypes: Record<string, string> = {};
   const defaultedQueryTypes: Record<string, string> = {};
   const table = buildOperationTable(spec, headerTypes, defaultedQueryTypes);

@@ -11,6 +11,7 @@ import rateLimitPlugin from '../plugins/rate-limit.js';
 import redisPlugin from '../plugins/redis.js';
 import { findTokenCutOff } from './auth/auth.repository.js';
 import { authHandlers } from './auth/auth.routes.js';
+import { avatarsHandlers } from './avatars/avatars.routes.js';
 import { contactsHandlers } from './contacts/contacts.routes.js';
 import { migrations } from './db/migrations/index.js';
 import { docsHandlers } from './docs/docs.routes.js';
@@ -72,6 +73,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   const handlers: OperationHandlers = {
     ...authHandlers,
     ...usersHandlers,
+    ...avatarsHandlers,
     ...contactsHandlers,
     ...pagesHandlers,
     ...healthHandlers,

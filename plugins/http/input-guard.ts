@@ -22,7 +22,8 @@ export function unstorableInput(part: string, value: unknown): string | null {
       if (problem) return `${path} must not contain ${problem}`;
       continue;
     }
-    if (current === null || typeof current !== 'object') continue;
+    // Bytes (a raw body or a multipart file) are not text, and are no structure to walk.
+    if (current === null || typeof current !== 'object' || current instanceof Uint8Array) continue;
     if (depth >= MAX_DEPTH) return `${path} must not nest more than ${MAX_DEPTH} levels deep`;
     const entries = Object.entries(current);
     for (const [key] of entries) {

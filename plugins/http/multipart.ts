@@ -1,23 +1,43 @@
 import type { FastifyRequest } from 'fastify';
 import { BadRequest, ValidationFailed } from './errors.js';
 
+/** What an operation's multipart body may carry besides text fields. */
+export interface MultipartFiles {
+  /** Fields that arrive as file parts (binary in the schema); empty, any file part is refused. */
+  fileFields: readonly string[];
+  /** The largest file part, in bytes; absent, the app's body limit (@fastify/multipart's default). */
+  maxFileSize?: number;
+}
+
 /**
- * preValidation hook of operations that take `multipart/form-data`: the form's fields become the
- * body (a field sent twice becomes a list, which the schema refuses). The parser's own limits keep
- * their errors (see error-handler.ts); anything else it chokes on, such as a body cut short, is a 400.
+ * The preValidation hook of operations that take `multipart/form-data`: the form's parts become the
+ * body, text fields as strings and file parts as Buffers, for the schema to judge (a field sent
+ * twice becomes a list, which the schema refuses). An operation without file fields takes no file
+ * part at all; one with them takes as many file parts as it has file fields, each up to
+ * `maxFileSize` (413 beyond). The parser's own limits keep their errors (see error-handler.ts);
+ * anything else it chokes on, such as a body cut short, is a 400.
  */
-export async function readMultipartFields(request: FastifyRequest): Promise<void> {
-  if (!request.isMultipart()) return;
-  const body: Record<string, unknown> = {};
-  try {
-    for await (const part of request.parts()) {
-      if (part.type === 'file') throw new ValidationFailed('body must not contain files');
-      const earlier = body[part.fieldname];
-      body[part.fieldname] = earlier === undefined ? part.value : [earlier, part.value].flat();
+export function multipartReader({ fileFields, maxFileSize }: MultipartFiles) {
+  const options = fileFields.length > 0 ? { limits: { files: fileFields.length, ...(maxFileSize !== undefined && { fileSize: maxFileSize }) } } : {};
+  return async function readMultipartFields(request: FastifyRequest): Promise<void> {
+    if (!request.isMultipart()) return;
+    const body: Record<string, unknown> = {};
+    try {
+      for await (const part of request.parts(options)) {
+        if (part.type === 'file' && fileFields.length === 0) throw new ValidationFailed('body must not contain files');
+        const value = part.type === 'file' ? await part.toBuffer() : part.value;
+        const earlier = body[part.fieldname];
+        body[part.fieldname] = earlier === undefined ? value : [earlier, value].flat();
+      }
+    } catch (error) {
+      if (error instanceof ValidationFailed) throw error;
+      const code = String((error as { code?: unknown }).code);
+      if (code === 'FST_FILES_LIMIT' && fileFields.length > 0) {
+        throw new ValidationFailed(`body must contain at most ${fileFields.length} file${fileFields.length === 1 ? '' : 's'}`);
+      }
+      if (code.startsWith('FST_')) throw error;
+      throw new BadRequest('Malformed multipart body');
     }
-  } catch (error) {
-    if (error instanceof ValidationFailed || String((error as { code?: unknown }).code).startsWith('FST_')) throw error;
-    throw new BadRequest('Malformed multipart body');
-  }
-  request.body = body;
+    request.body = body;
+  };
 }

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod 
 import type { CachedAnswer } from '../cache.js';
 import { BadRequest, HttpError, ValidationFailed } from './errors.js';
 import { unstorableInput } from './input-guard.js';
-import { readMultipartFields } from './multipart.js';
+import { multipartReader } from './multipart.js';
 
 /** One operation of the contract, as scripts/codegen.ts writes it into the generated route table. */
 export interface OperationSpec {
@@ -15,6 +15,12 @@ export interface OperationSpec {
   /** `x-cache-ttl`: seconds a success answer is cached per user; null when it is not. */
   readonly cacheTtl: number | null;
   readonly requestContentTypes: readonly string[];
+  /** Request content types whose body is the bytes themselves: parsed as a Buffer. */
+  readonly binaryContentTypes: readonly string[];
+  /** Multipart fields that arrive as file parts. */
+  readonly fileFields: readonly string[];
+  /** `x-body-limit`: the largest body (or multipart file) in bytes; null for the app's default. */
+  readonly bodyLimit: number | null;
   /** Body fields marked `x-trim`. */
   readonly trimmedBodyFields: readonly string[];
   /** Content type of each success response; null for an empty one (204). */
@@ -43,13 +49,20 @@ function mediaType(request: FastifyRequest): string | undefined {
   return request.headers['content-type']?.split(';', 1)[0]?.trim().toLowerCase();
 }
 
-/** 415 for a body in a content type the operation does not accept; 400 for a JSON operation sent no body. */
-function checkContentType(accepted: readonly string[]) {
+/**
+ * 415 for a body in a content type the operation does not accept; 400 for a JSON operation sent no
+ * body. When the body schema depends on the content type (`schema.body.content`), a request without
+ * a body has no schema to meet, so it is refused here: 422.
+ */
+function checkContentType(operation: OperationSpec) {
+  const accepted = operation.requestContentTypes;
+  const schemaByType = typeof (operation.schema as { body?: { content?: unknown } }).body?.content === 'object';
   return async function checkContentType(request: FastifyRequest) {
     const type = mediaType(request);
     const hasBody = type !== undefined || Number(request.headers['content-length'] ?? 0) > 0 || 'transfer-encoding' in request.headers;
     if (!hasBody) {
       if (accepted.includes('application/json')) throw new BadRequest('Malformed JSON body');
+      if (schemaByType) throw new ValidationFailed('body is required');
       return;
     }
     if (type === undefined || !accepted.includes(type)) {
@@ -121,6 +134,26 @@ function cachingHandler(app: FastifyInstance, operationId: string, operation: Op
 }
 
 /**
+ * Bodies in the binary content types of the table arrive as Buffers (up to the route's body
+ * limit). Only the operations that declare a type take it: the others answer 415 for it, as for any
+ * type no parser knows (operations with a body already refused it before parsing, see checkContentType).
+ */
+function addBinaryParsers(app: FastifyInstance, table: Readonly<Record<string, OperationSpec>>): void {
+  const takers = new Map<string, Set<string>>();
+  for (const [operationId, operation] of Object.entries(table)) {
+    for (const type of operation.binaryContentTypes) takers.set(type, (takers.get(type) ?? new Set()).add(operationId));
+  }
+  for (const [type, operationIds] of takers) {
+    app.addContentTypeParser(type, { parseAs: 'buffer' }, (request, body, done) => {
+      const { operationId } = request.routeOptions.config;
+      // Unrouted requests (404) carry no operationId; their body is ignored, as any other.
+      if (operationId !== undefined && !operationIds.has(operationId)) done(new HttpError(415, `Unsupported Media Type: ${type}`));
+      else done(null, body);
+    });
+  }
+}
+
+/**
  * Registers every operation of the generated table with its schemas and its handler, joined by
  * operationId. Secured operations run `app.authenticate` first.
  */
@@ -129,6 +162,7 @@ export function registerOperations(
   table: Readonly<Record<string, OperationSpec>>,
   handlers: Readonly<Record<string, unknown>>,
 ): void {
+  addBinaryParsers(app, table);
   for (const [operationId, operation] of Object.entries(table)) {
     const handle = handlers[operationId] as Handler;
     const handler: RouteHandlerMethod =
@@ -140,12 +174,15 @@ export function registerOperations(
     app.route({
       method: operation.method,
       url: operation.url,
+      ...(operation.bodyLimit !== null && { bodyLimit: operation.bodyLimit }),
       schema: operation.schema,
       config: { operationId, secured: operation.secured, rateLimitScope: operation.rateLimit },
       onRequest: operation.secured ? [app.authenticate] : [],
-      preParsing: operation.requestContentTypes.length > 0 ? [checkContentType(operation.requestContentTypes)] : [],
+      preParsing: operation.requestContentTypes.length > 0 ? [checkContentType(operation)] : [],
       preValidation: [
-        ...(operation.requestContentTypes.includes('multipart/form-data') ? [readMultipartFields] : []),
+        ...(operation.requestContentTypes.includes('multipart/form-data')
+          ? [multipartReader({ fileFields: operation.fileFields, maxFileSize: operation.bodyLimit ?? undefined })]
+          : []),
         refuseUnstorableInput,
         ...(operation.trimmedBodyFields.length > 0 ? [trimFields(operation.trimmedBodyFields)] : []),
       ],

@@ -1,5 +1,5 @@
 import type { FastifySchemaValidationError, SchemaErrorDataVar } from 'fastify/types/schema.js';
-import { Ajv, type ErrorObject, type Options } from 'ajv';
+import { _, Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormats from 'ajv-formats';
 
 // Strict mode stays on; codegen already removed OpenAPI-only keywords. removeAdditional is off so
@@ -9,6 +9,16 @@ const shared: Options = { strict: true, allErrors: false, removeAdditional: fals
 function makeAjv(options: Options): Ajv {
   const ajv = new Ajv({ ...shared, ...options });
   addFormats.default(ajv);
+  // Codegen writes `{ binary: true }` for `type: string, format: binary`: bytes (a raw body, or a
+  // multipart file part), which JSON Schema has no type for. Text sent where a file belongs fails.
+  ajv.addKeyword({
+    keyword: 'binary',
+    schemaType: 'boolean',
+    code(cxt) {
+      cxt.fail(_`${cxt.schema} && !(${cxt.data} instanceof Uint8Array)`);
+    },
+    error: { message: 'must be a file' },
+  });
   return ajv;
 }
 

@@ -95,7 +95,7 @@ export async function registerUser(deps: AuthDeps, input: { username: string; em
     throw error;
   }
   await sendQuietly(deps, verificationMail(deps, row.email, row.id));
-  return toUser(row);
+  return toUser(row, deps.config.publicBaseUrl);
 }
 
 /** Marks the e-mail of the token's user verified. */

@@ -9,6 +9,7 @@ export interface UsersTable {
   email: string;
   password_hash: string;
   is_verified: Generated<boolean>;
+  /** The name of the current avatar (avatars.name); null when there is none. */
   avatar: string | null;
   created_at: ColumnType<Date, never, never>;
   /** Tokens issued at or before this instant are dead (set by a password reset). */
@@ -36,9 +37,20 @@ export interface ContactsTable {
   birthday_key: ColumnType<number, never, never>;
 }
 
+export interface AvatarsTable {
+  /** Opaque and never reused: the URL is `/avatars/<name>.webp`. */
+  name: string;
+  /** Unique: a user has at most one avatar. */
+  user_id: number;
+  /** The 256×256 WebP. pg reads bytea as a Buffer, PGlite as a Uint8Array. */
+  image: Uint8Array;
+  created_at: ColumnType<Date, never, never>;
+}
+
 export interface Database {
   users: UsersTable;
   contacts: ContactsTable;
+  avatars: AvatarsTable;
 }
 
 declare module 'fastify' {

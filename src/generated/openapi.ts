@@ -191,6 +191,64 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/api/users/me/avatar": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Upload the user's avatar
+         * @description Takes the image as the body (`image/png`, `image/jpeg` or `image/webp`), or as a
+         *     `multipart/form-data` body whose one part is the file field `file`. The bytes decide the
+         *     format: whatever type the request declares, they must be a PNG, JPEG or WebP image that
+         *     decodes completely (a PNG sent as `image/jpeg` is fine; a GIF is not).
+         *
+         *     - The image may be at most 2 MiB (413) and at most 40 megapixels (width × height, read from
+         *       its header before anything is decoded; 422).
+         *     - The service keeps a 256×256 WebP rendition, cropped around the centre after the EXIF
+         *       orientation is applied, without the original's metadata (EXIF, GPS); an animated image
+         *       keeps its first frame.
+         *     - The answer's `avatar` is `PUBLIC_BASE_URL/avatars/<name>.webp`. The name is new at every
+         *       upload; the previous image is gone at once (its URL answers 404).
+         *     - A refused upload stores nothing and leaves the previous avatar in place.
+         */
+        put: operations["putAvatar"];
+        post?: never;
+        /**
+         * Remove the user's avatar
+         * @description The user's `avatar` is null again and the image's URL answers 404. Removing no avatar is no error.
+         */
+        delete: operations["deleteAvatar"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/avatars/{name}.webp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An avatar image
+         * @description The URL a user's `avatar` holds. Needs no token and is never rate limited. Avatars are kept
+         *     in the database, so every instance serves every one. A name is never reused, so the image
+         *     may be cached for good; any name that is not a user's current avatar is 404.
+         */
+        get: operations["getAvatar"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/contacts/": {
         parameters: {
             query?: never;
@@ -448,7 +506,8 @@ export type components = {
             email: string;
             created_at: components["schemas"]["Timestamp"];
             /**
-             * @description URL of the avatar; null when absent.
+             * @description URL of the avatar, `PUBLIC_BASE_URL/avatars/<name>.webp` (see `PUT /api/users/me/avatar`);
+             *     null when absent.
              * @example null
              */
             avatar: string | null;
@@ -457,6 +516,19 @@ export type components = {
              * @example true
              */
             is_verified: boolean;
+        };
+        /**
+         * Format: binary
+         * @description The bytes of an image.
+         */
+        ImageBytes: Uint8Array;
+        /** @description A multipart form with exactly one part, the image file. */
+        AvatarUpload: {
+            /**
+             * Format: binary
+             * @description The image file (PNG, JPEG or WebP, at most 2 MiB).
+             */
+            file: Uint8Array;
         };
         TokenPair: {
             /** @description A JWT to send as `Authorization: Bearer <access_token>`; lives 15 minutes by default. */
@@ -1143,6 +1215,164 @@ export interface operations {
             };
             401: components["responses"]["NotAuthenticated"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    putAvatar: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "image/png": components["schemas"]["ImageBytes"];
+                "image/jpeg": components["schemas"]["ImageBytes"];
+                "image/webp": components["schemas"]["ImageBytes"];
+                "multipart/form-data": components["schemas"]["AvatarUpload"];
+            };
+        };
+        responses: {
+            /** @description The user, whose `avatar` is the new image's URL. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            /** @description The multipart body cannot be parsed (cut short, or not matching its `Content-Length`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Malformed multipart body"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["NotAuthenticated"];
+            /** @description The image (the body, or the multipart `file`) is larger than 2 MiB. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Request body is too large"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not `image/png`, `image/jpeg`, `image/webp` or `multipart/form-data`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Unsupported Media Type: image/gif"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The bytes are not a PNG, JPEG or WebP image that decodes completely (random bytes, an
+             *     empty body, a file cut short, a header that lies about the data); the image has more
+             *     than 40 megapixels; no body was sent; or the multipart body is not exactly one file
+             *     field `file`.
+             */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteAvatar: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The avatar is gone (or there was none). */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["MalformedJson"];
+            401: components["responses"]["NotAuthenticated"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationError"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAvatar: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The opaque name from the user's `avatar` URL.
+                 * @example 3q2-7wAAAAAB3q2-7wAAAA
+                 */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The 256×256 WebP image. */
+            200: {
+                headers: {
+                    /** @description Always `public, max-age=31536000, immutable`; the bytes behind a name never change. */
+                    "Cache-Control": "public, max-age=31536000, immutable";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/webp": components["schemas"]["ImageBytes"];
+                };
+            };
+            /** @description No current avatar has this name (never had one, replaced, or removed). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Avatar not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            422: components["responses"]["ValidationError"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

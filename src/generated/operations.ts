@@ -11,6 +11,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "201": "application/json"
@@ -190,6 +193,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -294,6 +300,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "202": "application/json"
@@ -423,6 +432,9 @@ export const operationTable = {
       "application/x-www-form-urlencoded",
       "multipart/form-data"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -591,6 +603,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -738,6 +753,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "204": null
@@ -852,6 +870,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "202": "application/json"
@@ -980,6 +1001,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -1113,6 +1137,9 @@ export const operationTable = {
     "rateLimit": "per-user",
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -1209,6 +1236,398 @@ export const operationTable = {
       }
     }
   },
+  "putAvatar": {
+    "method": "PUT",
+    "url": "/api/users/me/avatar",
+    "secured": true,
+    "rateLimit": null,
+    "cacheTtl": null,
+    "requestContentTypes": [
+      "image/png",
+      "image/jpeg",
+      "image/webp",
+      "multipart/form-data"
+    ],
+    "binaryContentTypes": [
+      "image/png",
+      "image/jpeg",
+      "image/webp"
+    ],
+    "fileFields": [
+      "file"
+    ],
+    "bodyLimit": 2097152,
+    "trimmedBodyFields": [],
+    "successContentTypes": {
+      "200": "application/json"
+    },
+    "schema": {
+      "body": {
+        "content": {
+          "image/png": {
+            "schema": {
+              "binary": true
+            }
+          },
+          "image/jpeg": {
+            "schema": {
+              "binary": true
+            }
+          },
+          "image/webp": {
+            "schema": {
+              "binary": true
+            }
+          },
+          "multipart/form-data": {
+            "schema": {
+              "type": "object",
+              "required": [
+                "file"
+              ],
+              "additionalProperties": false,
+              "properties": {
+                "file": {
+                  "binary": true
+                }
+              }
+            }
+          }
+        }
+      },
+      "response": {
+        "200": {
+          "type": "object",
+          "required": [
+            "id",
+            "username",
+            "email",
+            "created_at",
+            "avatar",
+            "is_verified"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "id": {
+              "type": "integer",
+              "format": "int32"
+            },
+            "username": {
+              "type": "string"
+            },
+            "email": {
+              "type": "string",
+              "format": "email"
+            },
+            "created_at": {
+              "type": "string",
+              "format": "date-time",
+              "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$"
+            },
+            "avatar": {
+              "type": [
+                "string",
+                "null"
+              ]
+            },
+            "is_verified": {
+              "type": "boolean"
+            }
+          }
+        },
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "413": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "415": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "429": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
+  "deleteAvatar": {
+    "method": "DELETE",
+    "url": "/api/users/me/avatar",
+    "secured": true,
+    "rateLimit": null,
+    "cacheTtl": null,
+    "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
+    "trimmedBodyFields": [],
+    "successContentTypes": {
+      "204": null
+    },
+    "schema": {
+      "response": {
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "413": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "415": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "429": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
+  "getAvatar": {
+    "method": "GET",
+    "url": "/avatars/:name.webp",
+    "secured": false,
+    "rateLimit": null,
+    "cacheTtl": null,
+    "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
+    "trimmedBodyFields": [],
+    "successContentTypes": {
+      "200": "image/webp"
+    },
+    "schema": {
+      "params": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "name"
+        ],
+        "properties": {
+          "name": {
+            "type": "string"
+          }
+        }
+      },
+      "response": {
+        "404": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
   "listContacts": {
     "method": "GET",
     "url": "/api/contacts/",
@@ -1216,6 +1635,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": 10,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -1387,6 +1809,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [
       "first_name",
       "last_name"
@@ -1626,6 +2051,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": 3600,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -1785,6 +2213,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": 10,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -1945,6 +2376,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [
       "first_name",
       "last_name"
@@ -2213,6 +2647,9 @@ export const operationTable = {
     "requestContentTypes": [
       "application/json"
     ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [
       "first_name",
       "last_name"
@@ -2472,6 +2909,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -2666,6 +3106,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "text/html"
@@ -2705,6 +3148,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -2734,6 +3180,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -2775,6 +3224,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/json"
@@ -2795,6 +3247,9 @@ export const operationTable = {
     "rateLimit": null,
     "cacheTtl": null,
     "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
     "trimmedBodyFields": [],
     "successContentTypes": {
       "200": "application/yaml"
@@ -2818,6 +3273,9 @@ export interface SuccessHeaders {
   forgotPassword: { 202: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   resetPassword: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   getCurrentUser: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
+  putAvatar: { 200: {  } };
+  deleteAvatar: { 204: {  } };
+  getAvatar: { 200: { "Cache-Control": string } };
   listContacts: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
   createContact: { 201: { "Location": components['headers']["Location"] } };
   listUpcomingBirthdays: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
@@ -2843,6 +3301,9 @@ export interface DefaultedQuery {
   forgotPassword: never;
   resetPassword: never;
   getCurrentUser: never;
+  putAvatar: never;
+  deleteAvatar: never;
+  getAvatar: never;
   listContacts: "skip" | "limit";
   createContact: never;
   listUpcomingBirthdays: "skip" | "limit" | "time_range";

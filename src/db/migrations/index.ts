@@ -2,10 +2,12 @@ import type { AppMigration } from '../../../plugins/migrate.js';
 import * as users from './001-users.js';
 import * as contacts from './002-contacts.js';
 import * as ownerScopedIndexes from './003-owner-scoped-indexes.js';
+import * as avatars from './004-avatars.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
   '001-users': users,
   '002-contacts': contacts,
   '003-owner-scoped-indexes': ownerScopedIndexes,
+  '004-avatars': avatars,
 };

@@ -1,0 +1,33 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { NotFound, Unauthorized } from '../../plugins/http/errors.js';
+import { toUser, type User } from '../users/users.service.js';
+import * as repository from './avatars.repository.js';
+import { renderAvatar } from './image.js';
+
+/** What the avatar operations need from the app. */
+export type AvatarsDeps = Pick<FastifyInstance, 'db' | 'config'>;
+
+/** Names are 128 random bits in base64url: unguessable, so avatars cannot be listed by trying names. */
+const NAME = /^[A-Za-z0-9_-]{22}$/;
+const newName = () => randomBytes(16).toString('base64url');
+
+/** Replaces the user's avatar with the rendition of `upload` (422 when it is no usable image); the user as they are now. */
+export async function putAvatar(deps: AvatarsDeps, userId: number, upload: Uint8Array): Promise<User> {
+  const image = await renderAvatar(upload);
+  const row = await repository.replaceAvatar(deps.db, userId, newName(), image);
+  if (!row) throw new Unauthorized();
+  return toUser(row, deps.config.publicBaseUrl);
+}
+
+/** Removes the user's avatar; removing none is no error. */
+export async function removeAvatar(deps: AvatarsDeps, userId: number): Promise<void> {
+  await repository.deleteAvatar(deps.db, userId);
+}
+
+/** The WebP stored under `name`; 404 for any name that is not a current avatar. */
+export async function getAvatarImage(deps: AvatarsDeps, name: string): Promise<Buffer> {
+  const image = NAME.test(name) ? await repository.findAvatarImage(deps.db, name) : undefined;
+  if (!image) throw new NotFound('Avatar not found');
+  return image;
+}

@@ -1,0 +1,56 @@
+import sharp from 'sharp';
+import { ValidationFailed } from '../../plugins/http/errors.js';
+
+/** Width × height an upload may have: checked from its header, before any pixel is decoded. */
+export const MAX_IMAGE_PIXELS = 40_000_000;
+/** The stored rendition is AVATAR_SIZE × AVATAR_SIZE. */
+export const AVATAR_SIZE = 256;
+
+export const NOT_AN_IMAGE = 'Not a valid image';
+export const TOO_MANY_PIXELS = `Image is too large: at most ${MAX_IMAGE_PIXELS / 1_000_000} megapixels`;
+
+type Format = 'png' | 'jpeg' | 'webp';
+
+// Every upload is decoded once: libvips' operation cache would only hold on to their memory.
+sharp.cache(false);
+
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+/** The IEND chunk's type and CRC: a PNG without them is cut short, though libpng decodes it. */
+const PNG_END = Buffer.from([0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82]);
+
+/**
+ * The format the bytes' signature names, among those taken; null for anything else. libvips picks
+ * its decoder by the same signature, so no other decoder (SVG, TIFF, HEIF, …) ever sees an upload.
+ */
+export function sniffFormat(bytes: Buffer): Format | null {
+  if (bytes.subarray(0, 8).equals(PNG_SIGNATURE)) return 'png';
+  if (bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) return 'jpeg';
+  if (bytes.toString('latin1', 0, 4) === 'RIFF' && bytes.toString('latin1', 8, 12) === 'WEBP') return 'webp';
+  return null;
+}
+
+/**
+ * The avatar rendition of an uploaded image: oriented by its EXIF tag, centre-cropped and scaled to
+ * AVATAR_SIZE square, as WebP, without the upload's metadata. Throws 422 for bytes that are not a
+ * PNG, JPEG or WebP image decoding completely, and for more than MAX_IMAGE_PIXELS (a decompression
+ * bomb is refused from its header, so its pixels are never decoded).
+ */
+export async function renderAvatar(upload: Uint8Array): Promise<Buffer> {
+  const bytes = Buffer.from(upload.buffer, upload.byteOffset, upload.byteLength);
+  const format = sniffFormat(bytes);
+  if (format === null || (format === 'png' && !bytes.includes(PNG_END))) throw new ValidationFailed(NOT_AN_IMAGE);
+  // The header alone: dimensions and format, nothing decoded.
+  const header = await sharp(bytes, { limitInputPixels: false }).metadata().catch(() => null);
+  if (!header || header.format !== format || !header.width || !header.height) throw new ValidationFailed(NOT_AN_IMAGE);
+  if (header.width * header.height > MAX_IMAGE_PIXELS) throw new ValidationFailed(TOO_MANY_PIXELS);
+  try {
+    // libvips holds the pixel limit too, and fails on errors and truncation, not on mere warnings.
+    return await sharp(bytes, { limitInputPixels: MAX_IMAGE_PIXELS, failOn: 'error' })
+      .autoOrient()
+      .resize(AVATAR_SIZE, AVATAR_SIZE, { fit: 'cover', position: 'centre' })
+      .webp({ quality: 80 })
+      .toBuffer();
+  } catch {
+    throw new ValidationFailed(NOT_AN_IMAGE);
+  }
+}
