@@ -35,6 +35,8 @@ export interface AppConfig {
   rateLimitMePerMin: number;
   /** How long SIGTERM waits for requests in flight before the process exits anyway (non-zero). */
   shutdownTimeoutMs: number;
+  /** Days deletions are remembered for incremental sync; older sync tokens are refused (410). */
+  syncTombstoneDays: number;
 }
 
 /** Every bad setting at once, each naming its variable. */
@@ -192,6 +194,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     rateLimitAnonPerMin: read.integer('RATE_LIMIT_ANON_PER_MIN', 20, 1, 1_000_000),
     rateLimitMePerMin: read.integer('RATE_LIMIT_ME_PER_MIN', 5, 1, 1_000_000),
     shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 1, 600_000),
+    syncTombstoneDays: read.integer('SYNC_TOMBSTONE_DAYS', 30, 1, 3650),
   };
   if (read.problems.length > 0) throw new ConfigError(read.problems);
   return config;

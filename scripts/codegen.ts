@@ -72,6 +72,8 @@ interface OperationEntry {
   rateLimit: string | null;
   /** `x-cache-ttl`: seconds the answer is cached per user; null when it is not cached. */
   cacheTtl: number | null;
+  /** `x-weak-etag`: the HTTP layer tags each 200 answer with a weak ETag of what it sends. */
+  weakEtag: boolean;
   requestContentTypes: string[];
   /** Request content types whose body is the bytes themselves (a binary schema). */
   binaryContentTypes: string[];
@@ -85,15 +87,18 @@ interface OperationEntry {
   schema: JsonObject;
 }
 
-/** Headers the HTTP layer sets itself, so handlers do not. */
-const LAYER_HEADERS = new Set(['X-Cache']);
+/** Headers the HTTP layer sets itself, so handlers do not: X-Cache, and the ETag of `x-weak-etag` operations. */
+function layerHeaders(op: JsonObject): Set<string> {
+  return new Set(['X-Cache', ...(op['x-weak-etag'] === true ? ['ETag'] : [])]);
+}
 
 /** TypeScript for the headers a handler sets on each success response, optional unless `required`. */
 function successHeaderTypes(spec: JsonObject, op: JsonObject): string {
   const statuses = Object.entries(op.responses as JsonObject).filter(([status]) => status.startsWith('2'));
+  const setByLayer = layerHeaders(op);
   const byStatus = statuses.map(([status, responseRef]) => {
     const headers = (deref(spec, responseRef).headers ?? {}) as JsonObject;
-    const fields = Object.entries(headers).filter(([name]) => !LAYER_HEADERS.has(name)).map(([name, headerRef]) => {
+    const fields = Object.entries(headers).filter(([name]) => !setByLayer.has(name)).map(([name, headerRef]) => {
       const ref = (headerRef as JsonObject).$ref;
       const type = typeof ref === 'string' ? `components['headers'][${JSON.stringify(name)}]` : 'string';
       const optional = deref(spec, headerRef).required === true ? '' : '?';
@@ -122,14 +127,16 @@ function buildOperationTable(
 
       const params = [...sharedParams, ...((op.parameters as Json[] | undefined) ?? [])].map((p) => deref(spec, p));
       const schema: JsonObject = {};
-      for (const [location, part] of [['path', 'params'], ['query', 'querystring']] as const) {
+      for (const [location, part] of [['path', 'params'], ['query', 'querystring'], ['header', 'headers']] as const) {
         const inLocation = params.filter((p) => p.in === location);
         if (inLocation.length === 0) continue;
+        // Header names arrive lower-cased, and a request carries many headers the contract never names.
+        const nameOf = (p: JsonObject) => (location === 'header' ? (p.name as string).toLowerCase() : (p.name as string));
         schema[part] = {
           type: 'object',
-          additionalProperties: false,
-          required: inLocation.filter((p) => p.required).map((p) => p.name as string),
-          properties: Object.fromEntries(inLocation.map((p) => [p.name as string, toValidatorSchema(spec, p.schema)])),
+          ...(location === 'header' ? {} : { additionalProperties: false }),
+          required: inLocation.filter((p) => p.required).map(nameOf),
+          properties: Object.fromEntries(inLocation.map((p) => [nameOf(p), toValidatorSchema(spec, p.schema)])),
         };
       }
 
@@ -176,6 +183,7 @@ function buildOperationTable(
         secured: ((op.security as Json[] | undefined) ?? globalSecurity).length > 0,
         rateLimit: (op['x-rate-limit'] as string | undefined) ?? null,
         cacheTtl: (op['x-cache-ttl'] as number | undefined) ?? null,
+        weakEtag: op['x-weak-etag'] === true,
         requestContentTypes,
         binaryContentTypes,
         fileFields: [...fileFields],

@@ -34,7 +34,7 @@ export interface BuildOptions {
 
 /** Headers a browser client may read across origins. */
 const EXPOSED_HEADERS = [
-  'Location', 'Link', 'X-Total-Count', 'X-Per-Page', 'X-Current-Page', 'X-Page-Count', 'X-Cache',
+  'Location', 'Link', 'ETag', 'X-Total-Count', 'X-Per-Page', 'X-Current-Page', 'X-Page-Count', 'X-Cache',
   'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset',
 ];
 

@@ -35,6 +35,12 @@ export class NotFound extends HttpError {
   }
 }
 
+export class PreconditionFailed extends HttpError {
+  constructor(detail: string) {
+    super(412, detail);
+  }
+}
+
 export class Conflict extends HttpError {
   constructor(detail: string) {
     super(409, detail);

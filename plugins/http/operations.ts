@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import type { CachedAnswer } from '../cache.js';
+import { namesTag, weakTagOf } from './conditional.js';
 import { BadRequest, HttpError, ValidationFailed } from './errors.js';
 import { unstorableInput } from './input-guard.js';
 import { multipartReader } from './multipart.js';
@@ -14,6 +15,8 @@ export interface OperationSpec {
   readonly rateLimit: string | null;
   /** `x-cache-ttl`: seconds a success answer is cached per user; null when it is not. */
   readonly cacheTtl: number | null;
+  /** `x-weak-etag`: 200 answers carry a weak ETag of what they send. */
+  readonly weakEtag: boolean;
   readonly requestContentTypes: readonly string[];
   /** Request content types whose body is the bytes themselves: parsed as a Buffer. */
   readonly binaryContentTypes: readonly string[];
@@ -105,8 +108,14 @@ function answer(operation: OperationSpec, reply: FastifyReply, result: Operation
   return reply.send(result.body);
 }
 
-/** Sends an answer as the cache holds it: the body is already serialized. */
-function answerCached(reply: FastifyReply, cached: CachedAnswer, xCache: 'HIT' | 'MISS') {
+/**
+ * Sends an answer as the cache holds it (the body already serialized), or 304 with its ETag when
+ * If-None-Match names that tag (X-Cache plays no part in it).
+ */
+function answerCached(request: FastifyRequest, reply: FastifyReply, cached: CachedAnswer, xCache: 'HIT' | 'MISS') {
+  const etag = cached.headers.ETag;
+  const ifNoneMatch = request.headers['if-none-match'];
+  if (typeof etag === 'string' && ifNoneMatch !== undefined && namesTag(ifNoneMatch, etag)) return reply.code(304).header('ETag', etag).send();
   return reply.code(200).headers(cached.headers).header('X-Cache', xCache).type('application/json; charset=utf-8').send(cached.body);
 }
 
@@ -114,6 +123,7 @@ function answerCached(reply: FastifyReply, cached: CachedAnswer, xCache: 'HIT' |
  * The handler of an operation with `x-cache-ttl`: a user's 200 answers are cached as sent, keyed by
  * the URL as received, for the TTL but never past the next UTC midnight (the date is in the key, so
  * a moved clock never reads yesterday's answer). Writes invalidate the user's answers (app.cache).
+ * With `x-weak-etag`, each answer is tagged when it is made, so a cached page and its tag always agree.
  */
 function cachingHandler(app: FastifyInstance, operationId: string, operation: OperationSpec, handle: Handler): RouteHandlerMethod {
   const ttlMs = (operation.cacheTtl ?? 0) * 1000;
@@ -122,14 +132,16 @@ function cachingHandler(app: FastifyInstance, operationId: string, operation: Op
     const now = app.now().getTime();
     const key = `${operationId} ${new Date(now).toISOString().slice(0, 10)} ${request.url}`;
     const { answer: hit, generation } = await app.cache.read(userId, key);
-    if (hit) return answerCached(reply, hit, 'HIT');
+    if (hit) return answerCached(request, reply, hit, 'HIT');
     const result = await handle(request);
     if (result.status !== 200) return answer(operation, reply, result);
     reply.code(200);
     // The route's response schema writes the JSON, as for any answer.
-    const fresh = { body: reply.serialize(result.body) as string, headers: result.headers ?? {} };
+    const body = reply.serialize(result.body) as string;
+    const headers = result.headers ?? {};
+    const fresh = { body, headers: operation.weakEtag ? { ...headers, ETag: weakTagOf(body, headers) } : headers };
     if (generation !== null) void app.cache.write(userId, key, generation, fresh, Math.min(ttlMs, DAY_MS - (now % DAY_MS)));
-    return answerCached(reply, fresh, 'MISS');
+    return answerCached(request, reply, fresh, 'MISS');
   };
 }
 

@@ -1,11 +1,12 @@
-import { type ExpressionBuilder, type Kysely, type RawBuilder, type Selectable, sql } from 'kysely';
+import { type ExpressionBuilder, type Kysely, type OrderByModifiers, type RawBuilder, type Selectable, sql } from 'kysely';
 import type { ContactsTable, Database } from '../db/database.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
 import type { Condition } from './filter.js';
 import { filterPredicate } from './filter-sql.js';
+import { type SortKey, TEXT_SORT_FIELDS } from './sort.js';
 
-/** A contact as read: every column but the owner and the derived birthday key. */
-export type ContactRow = Omit<Selectable<ContactsTable>, 'owner_id' | 'birthday_key'>;
+/** A contact as read: every column but the owner and the derived ones (birthday key, last writer). */
+export type ContactRow = Omit<Selectable<ContactsTable>, 'owner_id' | 'birthday_key' | 'change_xid'>;
 
 /** The writable fields; `additional_data` undefined leaves the stored value alone. */
 export interface ContactFields {
@@ -29,7 +30,7 @@ export interface PageOf<T> {
   rows: T[];
 }
 
-const COLUMNS = [
+export const CONTACT_COLUMNS = [
   'id',
   'first_name',
   'last_name',
@@ -59,22 +60,27 @@ export async function insertContact(db: Kysely<Database>, ownerId: number, field
   return db
     .insertInto('contacts')
     .values({ ...fields, additional_data: json(fields.additional_data), owner_id: ownerId, created_at: now, updated_at: now })
-    .returning(COLUMNS)
+    .returning(CONTACT_COLUMNS)
     .executeTakeFirstOrThrow();
 }
 
 /** The owner's contact `id`, or undefined (also when it belongs to someone else). */
 export async function findContact(db: Kysely<Database>, ownerId: number, id: number): Promise<ContactRow | undefined> {
-  return db.selectFrom('contacts').select(COLUMNS).where('owner_id', '=', ownerId).where('id', '=', id).executeTakeFirst();
+  return db.selectFrom('contacts').select(CONTACT_COLUMNS).where('owner_id', '=', ownerId).where('id', '=', id).executeTakeFirst();
 }
 
-/** Writes the given fields and moves `updated_at`; undefined when the owner has no such contact. */
+/**
+ * Writes the given fields and moves `updated_at`; undefined when the owner has no such contact, or
+ * when `versions` is given and the contact's `updated_at` is none of them (so the check and the
+ * write are one statement: of two writers holding the same version, one wins).
+ */
 export async function updateContact(
   db: Kysely<Database>,
   ownerId: number,
   id: number,
   fields: Partial<ContactFields>,
   now: Date,
+  versions?: readonly Date[],
 ): Promise<ContactRow | undefined> {
   const { additional_data, ...plain } = fields;
   return db
@@ -87,17 +93,42 @@ export async function updateContact(
     })
     .where('owner_id', '=', ownerId)
     .where('id', '=', id)
-    .returning(COLUMNS)
+    .$if(versions !== undefined, (query) => query.where('updated_at', 'in', versions!))
+    .returning(CONTACT_COLUMNS)
     .executeTakeFirst();
 }
 
-/** Deletes the owner's contact `id` and returns it as it was; undefined when there is none. */
-export async function deleteContact(db: Kysely<Database>, ownerId: number, id: number): Promise<ContactRow | undefined> {
-  return db.deleteFrom('contacts').where('owner_id', '=', ownerId).where('id', '=', id).returning(COLUMNS).executeTakeFirst();
+/** Deletes the owner's contact `id` (if its `updated_at` is one of `versions`, when given) and returns it as it was. */
+export async function deleteContact(db: Kysely<Database>, ownerId: number, id: number, versions?: readonly Date[]): Promise<ContactRow | undefined> {
+  return db
+    .deleteFrom('contacts')
+    .where('owner_id', '=', ownerId)
+    .where('id', '=', id)
+    .$if(versions !== undefined, (query) => query.where('updated_at', 'in', versions!))
+    .returning(CONTACT_COLUMNS)
+    .executeTakeFirst();
 }
 
 /**
- * The owner's contacts matching `conditions`, one page in `id` order, and the total, from one
+ * ORDER BY terms of the sort keys, then `id` ascending to break ties. A text key orders by its
+ * lower-cased value, then by the value, both byte-wise: the order of the (owner_id, lower(col)
+ * collate "C", col collate "C", id) indexes, so a page reads about skip + limit entries.
+ */
+function orderTerms(keys: readonly SortKey[]): [RawBuilder<unknown>, OrderByModifiers][] {
+  const terms = keys.flatMap(({ field, descending }): [RawBuilder<unknown>, OrderByModifiers][] => {
+    const column = sql.ref(`contacts.${field}`);
+    const direction = descending ? 'desc' : 'asc';
+    if (!TEXT_SORT_FIELDS.includes(field)) return [[column, direction]];
+    return [
+      [sql`lower(${column}) collate "C"`, direction],
+      [sql`${column} collate "C"`, direction],
+    ];
+  });
+  return keys.some((key) => key.field === 'id') ? terms : [...terms, [sql.ref('contacts.id'), 'asc']];
+}
+
+/**
+ * The owner's contacts matching `conditions`, one page in `sort` order, and the total, from one
  * statement (one snapshot). The count and the page are separate scans, so a page reads about
  * skip + limit index entries rather than every match; the page's ids come from an index (often
  * without visiting the table) and only the page's rows are read in full. A page past the end still
@@ -108,18 +139,30 @@ export async function listContacts(
   ownerId: number,
   conditions: readonly Condition[],
   { skip, limit }: PageRequest,
+  sort: readonly SortKey[] = [],
 ): Promise<PageOf<ContactRow>> {
   const matches = (eb: ContactsBuilder) => eb.and([eb('owner_id', '=', ownerId), filterPredicate(eb, conditions)]);
-  const result = await db
-    .selectFrom((eb) => eb.selectFrom('contacts').where(matches).select((count) => count.fn.countAll<number>().as('total')).as('counted'))
-    .leftJoin(
-      (eb) => eb.selectFrom('contacts').where(matches).select('id').orderBy('id').offset(skip).limit(limit).as('page'),
-      (join) => join.onTrue(),
+  // The page's ids in order from the matches, then the page's rows in that order again (a page is
+  // small). Inside the subquery and outside, `contacts` names that scope's own table.
+  const terms = orderTerms(sort);
+  const result = await terms
+    .reduce(
+      (query, [term, direction]) => query.orderBy(term, direction),
+      db
+        .selectFrom((eb) => eb.selectFrom('contacts').where(matches).select((count) => count.fn.countAll<number>().as('total')).as('counted'))
+        .leftJoin(
+          (eb) =>
+            terms
+              .reduce((query, [term, direction]) => query.orderBy(term, direction), eb.selectFrom('contacts').where(matches).select('id'))
+              .offset(skip)
+              .limit(limit)
+              .as('page'),
+          (join) => join.onTrue(),
+        )
+        .leftJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))
+        .select('counted.total')
+        .select(CONTACT_COLUMNS.map((column) => `contacts.${column}` as const)),
     )
-    .leftJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))
-    .select('counted.total')
-    .select(COLUMNS.map((column) => `contacts.${column}` as const))
-    .orderBy('page.id')
     .execute();
   const total = result[0]?.total ?? 0;
   const rows = result.flatMap(({ total: _total, ...row }) => (row.id === null ? [] : [row as ContactRow]));
@@ -179,7 +222,7 @@ export async function listUpcomingBirthdays(
     )
     .leftJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))
     .select(start(segments.length).as('total'))
-    .select(COLUMNS.map((column) => `contacts.${column}` as const))
+    .select(CONTACT_COLUMNS.map((column) => `contacts.${column}` as const))
     .orderBy('page.segment')
     .orderBy('page.day')
     .orderBy('page.last_name')

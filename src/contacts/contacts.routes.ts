@@ -1,18 +1,23 @@
-import type { OperationHandlers } from '../operation-types.js';
 import { pageHeaders } from '../../plugins/http/pagination.js';
+import type { OperationHandlers } from '../operation-types.js';
 import * as contacts from './contacts.service.js';
+import * as sync from './sync.service.js';
+
+/** A contact answer: the contact and its strong tag. */
+const tagged = (contact: contacts.Contact) => ({ body: contact, headers: { ETag: contacts.contactTag(contact) } });
 
 /** Handlers of the contacts operations in openapi.yaml. */
 export const contactsHandlers = {
   async listContacts(request) {
-    const { skip, limit, query } = request.query;
-    const page = await contacts.listContacts(request.server, request.userId, query, { skip, limit });
+    const { skip, limit, query, sort } = request.query;
+    const page = await contacts.listContacts(request.server, request.userId, query, sort, { skip, limit });
     return { status: 200, body: page.contacts, headers: pageHeaders(request.url, skip, limit, page.total) };
   },
 
   async createContact(request) {
     const contact = await contacts.createContact(request.server, request.userId, request.body);
-    return { status: 201, body: contact, headers: { Location: `/api/contacts/${contact.id}` } };
+    const { body, headers } = tagged(contact);
+    return { status: 201, body, headers: { ...headers, Location: `/api/contacts/${contact.id}` } };
   },
 
   async listUpcomingBirthdays(request) {
@@ -21,19 +26,27 @@ export const contactsHandlers = {
     return { status: 200, body: page.contacts, headers: pageHeaders(request.url, skip, limit, page.total) };
   },
 
+  async syncContacts(request) {
+    const { token, limit } = request.query;
+    return { status: 200, body: await sync.syncContacts(request.server, request.userId, token, limit) };
+  },
+
   async getContact(request) {
-    return { status: 200, body: await contacts.getContact(request.server, request.userId, request.params.contact_id) };
+    return { status: 200, ...tagged(await contacts.getContact(request.server, request.userId, request.params.contact_id)) };
   },
 
   async replaceContact(request) {
-    return { status: 200, body: await contacts.replaceContact(request.server, request.userId, request.params.contact_id, request.body) };
+    const { userId, params, body, headers } = request;
+    return { status: 200, ...tagged(await contacts.replaceContact(request.server, userId, params.contact_id, body, headers['if-match'])) };
   },
 
   async updateContact(request) {
-    return { status: 200, body: await contacts.updateContact(request.server, request.userId, request.params.contact_id, request.body) };
+    const { userId, params, body, headers } = request;
+    return { status: 200, ...tagged(await contacts.updateContact(request.server, userId, params.contact_id, body, headers['if-match'])) };
   },
 
   async deleteContact(request) {
-    return { status: 200, body: await contacts.deleteContact(request.server, request.userId, request.params.contact_id) };
+    const { userId, params, headers } = request;
+    return { status: 200, body: await contacts.deleteContact(request.server, userId, params.contact_id, headers['if-match']) };
   },
 } satisfies Partial<OperationHandlers>;

@@ -1,10 +1,12 @@
 import type { FastifyInstance } from 'fastify';
-import { BadRequest, Conflict, NotFound, ValidationFailed } from '../../plugins/http/errors.js';
+import { listedTags } from '../../plugins/http/conditional.js';
+import { BadRequest, Conflict, NotFound, PreconditionFailed, ValidationFailed } from '../../plugins/http/errors.js';
 import type { components } from '../generated/openapi.js';
 import { birthdayWindow } from './birthdays.js';
 import * as repository from './contacts.repository.js';
 import type { ContactFields, ContactRow, PageOf, PageRequest } from './contacts.repository.js';
 import { FilterError, parseFilter, stripPhoneSeparators } from './filter.js';
+import { parseSort, SortError } from './sort.js';
 
 export type Contact = components['schemas']['Contact'];
 type ContactCreate = components['schemas']['ContactCreate'];
@@ -18,10 +20,11 @@ const E164 = /^\+[1-9][0-9]{6,14}$/;
 const EARLIEST_BIRTHDAY = '1900-01-01';
 const NOT_FOUND = 'Contact not found';
 const DUPLICATE_EMAIL = 'Contact with this email already exists';
+const CHANGED = 'Precondition Failed: the contact has changed';
 const WRITABLE = ['first_name', 'last_name', 'email', 'phone', 'birthday', 'additional_data'] as const;
 
 /** The API shape of a row (millisecond UTC timestamps). */
-function toContact(row: ContactRow): Contact {
+export function toContact(row: ContactRow): Contact {
   return {
     id: row.id,
     first_name: row.first_name,
@@ -120,57 +123,103 @@ export async function getContact(deps: ContactsDeps, ownerId: number, id: number
   return toContact(row);
 }
 
+/** The strong tag of a contact's state: `updated_at` moves on every write and never repeats for it. */
+export function contactTag(contact: Contact): string {
+  return `"${Date.parse(contact.updated_at).toString(36)}-${contact.id.toString(36)}"`;
+}
+
+/** What an If-Match header lets through: any existing contact, or one in one of these versions (`updated_at`). */
+type Precondition = { anyVersion: true } | { versions: Date[] };
+
+/** The precondition of If-Match for contact `id` (strong comparison: only the tags this service issues for it count). */
+function preconditionOf(ifMatch: string | undefined, id: number): Precondition | undefined {
+  if (ifMatch === undefined) return undefined;
+  const tags = listedTags(ifMatch);
+  if (tags === '*') return { anyVersion: true };
+  const versions = tags.flatMap((tag) => {
+    const match = /^"([0-9a-z]{1,12})-([0-9a-z]{1,7})"$/.exec(tag);
+    return match && parseInt(match[2]!, 36) === id ? [new Date(parseInt(match[1]!, 36))] : [];
+  });
+  return { versions };
+}
+
+/**
+ * Runs a write of contact `id` under the precondition; when it finds nothing to write, 412 if the
+ * contact exists (so the precondition failed), else 404. The write itself checks the version.
+ */
+async function conditionally(
+  deps: ContactsDeps,
+  ownerId: number,
+  id: number,
+  precondition: Precondition | undefined,
+  write: (versions: readonly Date[] | undefined) => Promise<ContactRow | undefined>,
+): Promise<ContactRow> {
+  const versions = precondition && 'versions' in precondition ? precondition.versions : undefined;
+  const row = versions?.length === 0 ? undefined : await write(versions);
+  if (row) return row;
+  if (versions && (await repository.findContact(deps.db, ownerId, id))) throw new PreconditionFailed(CHANGED);
+  throw new NotFound(NOT_FOUND);
+}
+
 /** PUT: the five fields replace the stored ones; `additional_data` left out keeps its value. */
-export async function replaceContact(deps: ContactsDeps, ownerId: number, id: number, body: ContactCreate): Promise<Contact> {
-  return update(deps, ownerId, id, writableFields(body));
+export async function replaceContact(deps: ContactsDeps, ownerId: number, id: number, body: ContactCreate, ifMatch?: string): Promise<Contact> {
+  return update(deps, ownerId, id, writableFields(body), ifMatch);
 }
 
 /**
  * PATCH: any subset of the writable fields. With at least one, a write (even with unchanged values);
- * with none, the contact as stored.
+ * with none, the contact as stored, if it meets the precondition.
  */
-export async function updateContact(deps: ContactsDeps, ownerId: number, id: number, body: ContactPatch): Promise<Contact> {
+export async function updateContact(deps: ContactsDeps, ownerId: number, id: number, body: ContactPatch, ifMatch?: string): Promise<Contact> {
   const fields = writableFields(body);
-  if (Object.keys(fields).length === 0) {
-    const row = await repository.findContact(deps.db, ownerId, id);
-    if (!row) throw new NotFound(NOT_FOUND);
-    return toContact(row);
+  if (Object.keys(fields).length > 0) return update(deps, ownerId, id, fields, ifMatch);
+  const precondition = preconditionOf(ifMatch, id);
+  const row = await repository.findContact(deps.db, ownerId, id);
+  if (!row) throw new NotFound(NOT_FOUND);
+  if (precondition && 'versions' in precondition && !precondition.versions.some((version) => version.getTime() === row.updated_at.getTime())) {
+    throw new PreconditionFailed(CHANGED);
   }
-  return update(deps, ownerId, id, fields);
+  return toContact(row);
 }
 
-async function update(deps: ContactsDeps, ownerId: number, id: number, fields: Partial<ContactFields>): Promise<Contact> {
+async function update(deps: ContactsDeps, ownerId: number, id: number, fields: Partial<ContactFields>, ifMatch: string | undefined): Promise<Contact> {
+  const precondition = preconditionOf(ifMatch, id);
   const now = deps.now();
   const checked = applyContactRules(fields, now);
-  const row = await writing(() => repository.updateContact(deps.db, ownerId, id, checked, now));
-  if (!row) throw new NotFound(NOT_FOUND);
+  const row = await conditionally(deps, ownerId, id, precondition, (versions) =>
+    writing(() => repository.updateContact(deps.db, ownerId, id, checked, now, versions)),
+  );
   await invalidate(deps, ownerId);
   return toContact(row);
 }
 
-/** Deletes one of the owner's contacts and returns it as it was. */
-export async function deleteContact(deps: ContactsDeps, ownerId: number, id: number): Promise<Contact> {
-  const row = await repository.deleteContact(deps.db, ownerId, id);
-  if (!row) throw new NotFound(NOT_FOUND);
+/** Deletes one of the owner's contacts (if it meets If-Match) and returns it as it was. */
+export async function deleteContact(deps: ContactsDeps, ownerId: number, id: number, ifMatch?: string): Promise<Contact> {
+  const row = await conditionally(deps, ownerId, id, preconditionOf(ifMatch, id), (versions) =>
+    repository.deleteContact(deps.db, ownerId, id, versions),
+  );
   await invalidate(deps, ownerId);
   return toContact(row);
 }
 
-/** A page of the owner's contacts matching the filter expression `query`; a bad expression is a 400. */
+/** A page of the owner's contacts matching the filter expression `query`, in `sort` order; a bad expression is a 400. */
 export async function listContacts(
   deps: ContactsDeps,
   ownerId: number,
   query: string | undefined,
+  sort: string,
   page: PageRequest,
 ): Promise<ContactPage> {
   let conditions;
+  let keys;
   try {
     conditions = parseFilter(query ?? '');
+    keys = parseSort(sort);
   } catch (error) {
-    if (error instanceof FilterError) throw new BadRequest(error.message);
+    if (error instanceof FilterError || error instanceof SortError) throw new BadRequest(error.message);
     throw error;
   }
-  return toPage(await repository.listContacts(deps.db, ownerId, conditions, page));
+  return toPage(await repository.listContacts(deps.db, ownerId, conditions, page, keys));
 }
 
 /** A page of the owner's contacts whose next birthday is within `days` days of today (UTC). */

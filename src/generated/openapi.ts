@@ -258,8 +258,10 @@ export type paths = {
         };
         /**
          * List contacts
-         * @description The user's contacts in `id` order, filtered by `query` and paginated by `skip` and `limit`.
-         *     The pagination headers count the filtered set. Cached for 10 seconds per user.
+         * @description The user's contacts in `sort` order (default `id`), filtered by `query` and paginated by
+         *     `skip` and `limit`. The pagination headers count the filtered set. Cached for 10 seconds per
+         *     user. The page carries a weak `ETag`; `If-None-Match` with it answers 304 while neither the
+         *     page nor its pagination headers would change.
          */
         get: operations["listContacts"];
         put?: never;
@@ -287,9 +289,42 @@ export type paths = {
          * @description Contacts whose next birthday falls on a day `d` with `today <= d <= today + time_range`
          *     (UTC today; `0` means today only). A 29 February birthday falls on 28 February in years
          *     without a 29 February. Ordered by that next birthday, then `last_name`, `first_name` and
-         *     `id`. Cached for one hour per user, never across a UTC midnight.
+         *     `id`. Cached for one hour per user, never across a UTC midnight. The page carries a weak
+         *     `ETag` for `If-None-Match`, as the list does.
          */
         get: operations["listUpcomingBirthdays"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/contacts/sync": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Incremental sync
+         * @description Without `token`, a full sync: pages of all the user's contacts. Call again with each page's
+         *     `next_token` while `has_more`; the last page's `next_token` then asks only for what changed
+         *     since: contacts created or updated (each once, in its latest state) and the ids of contacts
+         *     deleted.
+         *
+         *     A client that applies every page in order (put each contact, remove each deleted id) holds
+         *     exactly the server's contacts, even while writes commit concurrently through several
+         *     instances: no change is ever missed. A page may repeat a contact the client already holds in
+         *     that same state; applying it again is harmless. Tokens are opaque and signed; they belong to
+         *     the user they were issued to.
+         *
+         *     Deletions are remembered for `SYNC_TOMBSTONE_DAYS` (30): a token older than that is 410, and
+         *     the client starts a full sync again.
+         */
+        get: operations["syncContacts"];
         put?: never;
         post?: never;
         delete?: never;
@@ -310,17 +345,22 @@ export type paths = {
         };
         /**
          * Get a contact
-         * @description Cached for 10 seconds per user.
+         * @description Cached for 10 seconds per user. `If-None-Match` listing the contact's current `ETag` (or
+         *     `*`; a `W/` prefix is ignored) answers 304.
          */
         get: operations["getContact"];
         /**
          * Replace a contact
          * @description The five fields are required. `additional_data` left out keeps its stored value; `null`
-         *     clears it. Always a write: `updated_at` moves.
+         *     clears it. Always a write: `updated_at` moves. With `If-Match`, the write happens only if
+         *     the contact still has one of the listed tags (412 otherwise, nothing written).
          */
         put: operations["replaceContact"];
         post?: never;
-        /** Delete a contact */
+        /**
+         * Delete a contact
+         * @description With `If-Match`, the contact is deleted only if it still has one of the listed tags.
+         */
         delete: operations["deleteContact"];
         options?: never;
         head?: never;
@@ -328,7 +368,8 @@ export type paths = {
          * Update some fields of a contact
          * @description Any subset of the writable fields. A body with at least one writable field is a write
          *     (`updated_at` moves) even if the values are unchanged; an empty object, or one with only
-         *     read-only fields, changes nothing and returns the contact as stored.
+         *     read-only fields, changes nothing and returns the contact as stored. A stale `If-Match` is
+         *     412 even then: the precondition is checked before anything else about the write.
          */
         patch: operations["updateContact"];
         trace?: never;
@@ -599,6 +640,17 @@ export type components = {
             created_at: components["schemas"]["Timestamp"];
             updated_at: components["schemas"]["Timestamp"];
         };
+        /** @description One page of a sync; apply `contacts` (put) and `deleted` (remove) in any order. */
+        SyncPage: {
+            /** @description Contacts created or updated since the token, each in its latest state. */
+            contacts: components["schemas"]["Contact"][];
+            /** @description Ids of contacts deleted since the token. */
+            deleted: number[];
+            /** @description The token for the next call. */
+            next_token: string;
+            /** @description Whether the next call with `next_token` has more of this round at once. */
+            has_more: boolean;
+        };
         /**
          * @description The body of create and replace. `id`, `created_at` and `updated_at` may be sent back as read
          *     and are ignored.
@@ -643,6 +695,28 @@ export type components = {
                 /**
                  * @example {
                  *       "detail": "Malformed JSON body"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `If-None-Match` named the current tag: nothing changed since the client read it. No body. */
+        NotModified: {
+            headers: {
+                ETag: components["headers"]["ETag"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description `If-Match` named none of the contact's current tags; nothing was written. */
+        PreconditionFailed: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "detail": "Precondition Failed: the contact has changed"
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -780,6 +854,19 @@ export type components = {
         skip: number;
         /** @description Records per page, at most 1000. */
         limit: number;
+        /**
+         * @description Tags of answers the client holds (`"…"`, `W/"…"` or `*`, comma-separated). When one equals
+         *     the current answer's `ETag` (`W/` ignored), the answer is 304 with no body.
+         * @example "k1f3x9q2-1a"
+         */
+        "If-None-Match": string;
+        /**
+         * @description Tags the client expects the contact to have (comma-separated, or `*` for any existing
+         *     contact). When none equals its current `ETag` (strong comparison: a `W/` tag never matches),
+         *     the answer is 412 and nothing is written. Without it the write is unconditional.
+         * @example "k1f3x9q2-1a"
+         */
+        "If-Match": string;
         /** @description The contact's id. */
         contact_id: number;
     };
@@ -799,6 +886,13 @@ export type components = {
          * @example </api/contacts/?skip=0&limit=10>; rel="first", </api/contacts/?skip=20&limit=10>; rel="next", </api/contacts/?skip=90&limit=10>; rel="last"
          */
         Link: string;
+        /**
+         * @description A contact's tag is strong: opaque, quoted, changed by every write of that contact and never
+         *     repeated for it. A page's tag is weak (`W/"…"`) and changes whenever the page or its
+         *     pagination headers would.
+         * @example "k1f3x9q2-1a"
+         */
+        ETag: string;
         /** @description Whether the answer came from the cache. */
         "X-Cache": "HIT" | "MISS";
         /**
@@ -1385,6 +1479,17 @@ export interface operations {
                 /** @description Records per page, at most 1000. */
                 limit?: components["parameters"]["limit"];
                 /**
+                 * @description Up to 3 comma-separated keys from `id`, `first_name`, `last_name`, `email`, `birthday`,
+                 *     `created_at`, `updated_at`, each optionally prefixed by `-` for descending order. Ties are
+                 *     broken by `id` ascending. Text keys order by the lower-cased value, then by the value
+                 *     itself, both byte-wise (C collation); `-` reverses the whole key. The `Link` URLs keep it.
+                 *
+                 *     Errors are 400, keys checked left to right and the count last: an unknown key is
+                 *     `Invalid sort field 'x'` (named without its `-`); more than 3 keys, a field named twice (in
+                 *     either direction) or an empty key is `Invalid sort expression`.
+                 */
+                sort?: string;
+                /**
                  * @description A filter expression: `<field>:<operator>:<value>` conditions joined by `,` and combined
                  *     with AND, optionally preceded by bare search terms.
                  *
@@ -1419,7 +1524,14 @@ export interface operations {
                  */
                 query?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Tags of answers the client holds (`"…"`, `W/"…"` or `*`, comma-separated). When one equals
+                 *     the current answer's `ETag` (`W/` ignored), the answer is 304 with no body.
+                 * @example "k1f3x9q2-1a"
+                 */
+                "If-None-Match"?: components["parameters"]["If-None-Match"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1428,6 +1540,7 @@ export interface operations {
             /** @description A page of contacts. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
                     "X-Total-Count": components["headers"]["X-Total-Count"];
                     "X-Per-Page": components["headers"]["X-Per-Page"];
                     "X-Current-Page": components["headers"]["X-Current-Page"];
@@ -1440,7 +1553,8 @@ export interface operations {
                     "application/json": components["schemas"]["Contact"][];
                 };
             };
-            /** @description The filter expression is invalid. */
+            304: components["responses"]["NotModified"];
+            /** @description The filter or sort expression is invalid. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1473,6 +1587,7 @@ export interface operations {
             201: {
                 headers: {
                     Location: components["headers"]["Location"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1500,7 +1615,14 @@ export interface operations {
                 /** @description Days to look ahead from today. */
                 time_range?: number;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description Tags of answers the client holds (`"…"`, `W/"…"` or `*`, comma-separated). When one equals
+                 *     the current answer's `ETag` (`W/` ignored), the answer is 304 with no body.
+                 * @example "k1f3x9q2-1a"
+                 */
+                "If-None-Match"?: components["parameters"]["If-None-Match"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1509,6 +1631,7 @@ export interface operations {
             /** @description A page of contacts. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
                     "X-Total-Count": components["headers"]["X-Total-Count"];
                     "X-Per-Page": components["headers"]["X-Per-Page"];
                     "X-Current-Page": components["headers"]["X-Current-Page"];
@@ -1521,7 +1644,66 @@ export interface operations {
                     "application/json": components["schemas"]["Contact"][];
                 };
             };
+            304: components["responses"]["NotModified"];
             401: components["responses"]["NotAuthenticated"];
+            422: components["responses"]["ValidationError"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    syncContacts: {
+        parameters: {
+            query?: {
+                /** @description The `next_token` of the previous page; absent for a full sync. */
+                token?: string;
+                /** @description Changes per page (contacts and deleted ids together), at most 1000. */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of changes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SyncPage"];
+                };
+            };
+            /** @description The token is malformed, tampered with, or another user's. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Invalid sync token"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["NotAuthenticated"];
+            /** @description The token is older than `SYNC_TOMBSTONE_DAYS`; deletions since may be forgotten. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Sync token expired; start a full sync"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             422: components["responses"]["ValidationError"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
@@ -1531,7 +1713,14 @@ export interface operations {
     getContact: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Tags of answers the client holds (`"…"`, `W/"…"` or `*`, comma-separated). When one equals
+                 *     the current answer's `ETag` (`W/` ignored), the answer is 304 with no body.
+                 * @example "k1f3x9q2-1a"
+                 */
+                "If-None-Match"?: components["parameters"]["If-None-Match"];
+            };
             path: {
                 /** @description The contact's id. */
                 contact_id: components["parameters"]["contact_id"];
@@ -1543,6 +1732,7 @@ export interface operations {
             /** @description The contact. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
                     "X-Cache": components["headers"]["X-Cache"];
                     [name: string]: unknown;
                 };
@@ -1550,6 +1740,7 @@ export interface operations {
                     "application/json": components["schemas"]["Contact"];
                 };
             };
+            304: components["responses"]["NotModified"];
             401: components["responses"]["NotAuthenticated"];
             404: components["responses"]["ContactNotFound"];
             422: components["responses"]["ValidationError"];
@@ -1561,7 +1752,15 @@ export interface operations {
     replaceContact: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Tags the client expects the contact to have (comma-separated, or `*` for any existing
+                 *     contact). When none equals its current `ETag` (strong comparison: a `W/` tag never matches),
+                 *     the answer is 412 and nothing is written. Without it the write is unconditional.
+                 * @example "k1f3x9q2-1a"
+                 */
+                "If-Match"?: components["parameters"]["If-Match"];
+            };
             path: {
                 /** @description The contact's id. */
                 contact_id: components["parameters"]["contact_id"];
@@ -1577,6 +1776,7 @@ export interface operations {
             /** @description The updated contact. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1587,6 +1787,7 @@ export interface operations {
             401: components["responses"]["NotAuthenticated"];
             404: components["responses"]["ContactNotFound"];
             409: components["responses"]["ContactConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationError"];
@@ -1598,7 +1799,15 @@ export interface operations {
     deleteContact: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Tags the client expects the contact to have (comma-separated, or `*` for any existing
+                 *     contact). When none equals its current `ETag` (strong comparison: a `W/` tag never matches),
+                 *     the answer is 412 and nothing is written. Without it the write is unconditional.
+                 * @example "k1f3x9q2-1a"
+                 */
+                "If-Match"?: components["parameters"]["If-Match"];
+            };
             path: {
                 /** @description The contact's id. */
                 contact_id: components["parameters"]["contact_id"];
@@ -1619,6 +1828,7 @@ export interface operations {
             400: components["responses"]["MalformedJson"];
             401: components["responses"]["NotAuthenticated"];
             404: components["responses"]["ContactNotFound"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationError"];
@@ -1630,7 +1840,15 @@ export interface operations {
     updateContact: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Tags the client expects the contact to have (comma-separated, or `*` for any existing
+                 *     contact). When none equals its current `ETag` (strong comparison: a `W/` tag never matches),
+                 *     the answer is 412 and nothing is written. Without it the write is unconditional.
+                 * @example "k1f3x9q2-1a"
+                 */
+                "If-Match"?: components["parameters"]["If-Match"];
+            };
             path: {
                 /** @description The contact's id. */
                 contact_id: components["parameters"]["contact_id"];
@@ -1646,6 +1864,7 @@ export interface operations {
             /** @description The contact after the update. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1656,6 +1875,7 @@ export interface operations {
             401: components["responses"]["NotAuthenticated"];
             404: components["responses"]["ContactNotFound"];
             409: components["responses"]["ContactConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationError"];

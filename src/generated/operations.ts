@@ -8,6 +8,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [
       "application/json"
     ],
@@ -192,6 +193,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -297,6 +299,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [
       "application/json"
     ],
@@ -428,6 +431,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [
       "application/x-www-form-urlencoded",
       "multipart/form-data"
@@ -600,6 +604,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [
       "application/json"
     ],
@@ -752,6 +757,7 @@ export const operationTable = {
     "secured": true,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -867,6 +873,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [
       "application/json"
     ],
@@ -998,6 +1005,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [
       "application/json"
     ],
@@ -1136,6 +1144,7 @@ export const operationTable = {
     "secured": true,
     "rateLimit": "per-user",
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -1242,6 +1251,7 @@ export const operationTable = {
     "secured": true,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [
       "image/png",
       "image/jpeg",
@@ -1440,6 +1450,7 @@ export const operationTable = {
     "secured": true,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -1555,6 +1566,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -1634,6 +1646,7 @@ export const operationTable = {
     "secured": true,
     "rateLimit": null,
     "cacheTtl": 10,
+    "weakEtag": true,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -1660,9 +1673,24 @@ export const operationTable = {
             "maximum": 1000,
             "default": 100
           },
+          "sort": {
+            "type": "string",
+            "maxLength": 200,
+            "default": "id"
+          },
           "query": {
             "type": "string",
             "maxLength": 2000
+          }
+        }
+      },
+      "headers": {
+        "type": "object",
+        "required": [],
+        "properties": {
+          "if-none-match": {
+            "type": "string",
+            "maxLength": 4096
           }
         }
       },
@@ -1806,6 +1834,7 @@ export const operationTable = {
     "secured": true,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [
       "application/json"
     ],
@@ -2050,6 +2079,7 @@ export const operationTable = {
     "secured": true,
     "rateLimit": null,
     "cacheTtl": 3600,
+    "weakEtag": true,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -2081,6 +2111,16 @@ export const operationTable = {
             "minimum": 0,
             "maximum": 366,
             "default": 7
+          }
+        }
+      },
+      "headers": {
+        "type": "object",
+        "required": [],
+        "properties": {
+          "if-none-match": {
+            "type": "string",
+            "maxLength": 4096
           }
         }
       },
@@ -2206,12 +2246,218 @@ export const operationTable = {
       }
     }
   },
+  "syncContacts": {
+    "method": "GET",
+    "url": "/api/contacts/sync",
+    "secured": true,
+    "rateLimit": null,
+    "cacheTtl": null,
+    "weakEtag": false,
+    "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
+    "trimmedBodyFields": [],
+    "successContentTypes": {
+      "200": "application/json"
+    },
+    "schema": {
+      "querystring": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": [],
+        "properties": {
+          "token": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1024
+          },
+          "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000,
+            "default": 100
+          }
+        }
+      },
+      "response": {
+        "200": {
+          "type": "object",
+          "required": [
+            "contacts",
+            "deleted",
+            "next_token",
+            "has_more"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "contacts": {
+              "type": "array",
+              "items": {
+                "type": "object",
+                "required": [
+                  "id",
+                  "first_name",
+                  "last_name",
+                  "email",
+                  "phone",
+                  "birthday",
+                  "additional_data",
+                  "created_at",
+                  "updated_at"
+                ],
+                "additionalProperties": false,
+                "properties": {
+                  "id": {
+                    "type": "integer",
+                    "format": "int32"
+                  },
+                  "first_name": {
+                    "type": "string"
+                  },
+                  "last_name": {
+                    "type": "string"
+                  },
+                  "email": {
+                    "type": "string",
+                    "format": "email"
+                  },
+                  "phone": {
+                    "type": "string"
+                  },
+                  "birthday": {
+                    "type": "string",
+                    "format": "date"
+                  },
+                  "additional_data": {
+                    "type": [
+                      "object",
+                      "null"
+                    ],
+                    "additionalProperties": true
+                  },
+                  "created_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$"
+                  },
+                  "updated_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$"
+                  }
+                }
+              }
+            },
+            "deleted": {
+              "type": "array",
+              "items": {
+                "type": "integer",
+                "format": "int32"
+              }
+            },
+            "next_token": {
+              "type": "string"
+            },
+            "has_more": {
+              "type": "boolean"
+            }
+          }
+        },
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "410": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "429": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
   "getContact": {
     "method": "GET",
     "url": "/api/contacts/:contact_id",
     "secured": true,
     "rateLimit": null,
     "cacheTtl": 10,
+    "weakEtag": false,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -2233,6 +2479,16 @@ export const operationTable = {
             "format": "int32",
             "minimum": 1,
             "maximum": 2147483647
+          }
+        }
+      },
+      "headers": {
+        "type": "object",
+        "required": [],
+        "properties": {
+          "if-none-match": {
+            "type": "string",
+            "maxLength": 4096
           }
         }
       },
@@ -2373,6 +2629,7 @@ export const operationTable = {
     "secured": true,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [
       "application/json"
     ],
@@ -2399,6 +2656,16 @@ export const operationTable = {
             "format": "int32",
             "minimum": 1,
             "maximum": 2147483647
+          }
+        }
+      },
+      "headers": {
+        "type": "object",
+        "required": [],
+        "properties": {
+          "if-match": {
+            "type": "string",
+            "maxLength": 4096
           }
         }
       },
@@ -2563,6 +2830,18 @@ export const operationTable = {
             }
           }
         },
+        "412": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
         "413": {
           "type": "object",
           "required": [
@@ -2644,6 +2923,7 @@ export const operationTable = {
     "secured": true,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [
       "application/json"
     ],
@@ -2670,6 +2950,16 @@ export const operationTable = {
             "format": "int32",
             "minimum": 1,
             "maximum": 2147483647
+          }
+        }
+      },
+      "headers": {
+        "type": "object",
+        "required": [],
+        "properties": {
+          "if-match": {
+            "type": "string",
+            "maxLength": 4096
           }
         }
       },
@@ -2827,6 +3117,18 @@ export const operationTable = {
             }
           }
         },
+        "412": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
         "413": {
           "type": "object",
           "required": [
@@ -2908,6 +3210,7 @@ export const operationTable = {
     "secured": true,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -2929,6 +3232,16 @@ export const operationTable = {
             "format": "int32",
             "minimum": 1,
             "maximum": 2147483647
+          }
+        }
+      },
+      "headers": {
+        "type": "object",
+        "required": [],
+        "properties": {
+          "if-match": {
+            "type": "string",
+            "maxLength": 4096
           }
         }
       },
@@ -3024,6 +3337,18 @@ export const operationTable = {
             }
           }
         },
+        "412": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
         "413": {
           "type": "object",
           "required": [
@@ -3105,6 +3430,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -3147,6 +3473,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -3179,6 +3506,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -3223,6 +3551,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -3246,6 +3575,7 @@ export const operationTable = {
     "secured": false,
     "rateLimit": null,
     "cacheTtl": null,
+    "weakEtag": false,
     "requestContentTypes": [],
     "binaryContentTypes": [],
     "fileFields": [],
@@ -3277,11 +3607,12 @@ export interface SuccessHeaders {
   deleteAvatar: { 204: {  } };
   getAvatar: { 200: { "Cache-Control": string } };
   listContacts: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
-  createContact: { 201: { "Location": components['headers']["Location"] } };
+  createContact: { 201: { "Location": components['headers']["Location"]; "ETag": components['headers']["ETag"] } };
   listUpcomingBirthdays: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
-  getContact: { 200: {  } };
-  replaceContact: { 200: {  } };
-  updateContact: { 200: {  } };
+  syncContacts: { 200: {  } };
+  getContact: { 200: { "ETag": components['headers']["ETag"] } };
+  replaceContact: { 200: { "ETag": components['headers']["ETag"] } };
+  updateContact: { 200: { "ETag": components['headers']["ETag"] } };
   deleteContact: { 200: {  } };
   getResetPasswordPage: { 200: { "Cache-Control": components['headers']["Cache-Control"]; "Referrer-Policy": string; "Content-Security-Policy": string } };
   getHealth: { 200: {  } };
@@ -3304,9 +3635,10 @@ export interface DefaultedQuery {
   putAvatar: never;
   deleteAvatar: never;
   getAvatar: never;
-  listContacts: "skip" | "limit";
+  listContacts: "skip" | "limit" | "sort";
   createContact: never;
   listUpcomingBirthdays: "skip" | "limit" | "time_range";
+  syncContacts: "limit";
   getContact: never;
   replaceContact: never;
   updateContact: never;

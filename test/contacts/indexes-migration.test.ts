@@ -18,6 +18,7 @@ import { backend, testEnv } from '../helper.js';
 
 const MIGRATION = '003-owner-scoped-indexes';
 const before = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < MIGRATION));
+const through = Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= MIGRATION));
 
 /** An empty database on the current backend. */
 async function emptyDatabase(): Promise<Kysely<Database>> {
@@ -86,7 +87,7 @@ t.test('applies to a populated database and leaves valid per-owner indexes', asy
   );
   t.equal((await indexes(db)).contacts_owner_upcoming_idx, false, 'the failed build left an INVALID index');
 
-  t.same(await migrateToLatest(db, migrations), [MIGRATION]);
+  t.same(await migrateToLatest(db, through), [MIGRATION]);
   const latest = await indexes(db);
   t.same(Object.keys(latest).sort(), LATEST);
   t.ok(Object.values(latest).every(Boolean), 'every index is valid');

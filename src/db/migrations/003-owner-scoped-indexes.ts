@@ -1,4 +1,5 @@
 import { type Kysely, type RawBuilder, sql } from 'kysely';
+import { createIndex, dropIndex } from './concurrent-index.js';
 
 // Frozen: migrations take Kysely<any>, never the app's Database type.
 
@@ -45,31 +46,13 @@ const REPLACED: [name: string, definition: RawBuilder<unknown>][] = [
   ['contacts_owner_birthday_key_idx', sql`(owner_id, birthday_key)`],
 ];
 
-/**
- * Creates the index unless a valid one exists. A CONCURRENTLY build that failed leaves an INVALID
- * index behind under the name (unused by queries, yet maintained on every write): drop it first.
- */
-async function createIndex(db: Kysely<any>, name: string, definition: RawBuilder<unknown>): Promise<void> {
-  const { rows } = await sql<{ valid: boolean }>`
-    select i.indisvalid as valid
-      from pg_index i join pg_class c on c.oid = i.indexrelid
-     where c.relname = ${name} and c.relnamespace = current_schema()::regnamespace`.execute(db);
-  if (rows[0]?.valid) return;
-  if (rows[0]) await sql`drop index concurrently ${sql.id(name)}`.execute(db);
-  await sql`create index concurrently ${sql.id(name)} on contacts ${definition}`.execute(db);
-}
-
-async function dropIndex(db: Kysely<any>, name: string): Promise<void> {
-  await sql`drop index concurrently if exists ${sql.id(name)}`.execute(db);
-}
-
 export async function up(db: Kysely<any>): Promise<void> {
   await sql`create extension if not exists btree_gin`.execute(db);
-  for (const [name, definition] of CREATED) await createIndex(db, name, definition);
+  for (const [name, definition] of CREATED) await createIndex(db, 'contacts', name, definition);
   for (const [name] of REPLACED) await dropIndex(db, name);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  for (const [name, definition] of REPLACED) await createIndex(db, name, definition);
+  for (const [name, definition] of REPLACED) await createIndex(db, 'contacts', name, definition);
   for (const [name] of CREATED) await dropIndex(db, name);
 }

@@ -3,6 +3,8 @@ import * as users from './001-users.js';
 import * as contacts from './002-contacts.js';
 import * as ownerScopedIndexes from './003-owner-scoped-indexes.js';
 import * as avatars from './004-avatars.js';
+import * as sync from './005-sync.js';
+import * as syncIndex from './006-sync-index.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -10,4 +12,6 @@ export const migrations: Record<string, AppMigration> = {
   '002-contacts': contacts,
   '003-owner-scoped-indexes': ownerScopedIndexes,
   '004-avatars': avatars,
+  '005-sync': sync,
+  '006-sync-index': syncIndex,
 };

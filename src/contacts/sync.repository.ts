@@ -1,0 +1,62 @@
+import { type Kysely, sql } from 'kysely';
+import type { Database } from '../db/database.js';
+import { type ContactRow, CONTACT_COLUMNS } from './contacts.repository.js';
+
+/** One change of a sync round: a contact written, or one deleted, by transaction `xid`. */
+export interface Change {
+  xid: string;
+  id: number;
+  deleted: boolean;
+}
+
+/**
+ * The frontier of a sync round: the oldest transaction still running now (the xmin of a snapshot
+ * taken now). Every transaction below it has finished, so its changes are visible to every later
+ * read; every change not yet visible comes from a transaction at or above it.
+ */
+export async function currentFrontier(db: Kysely<Database>): Promise<string> {
+  const { rows } = await sql<{ xmin: string }>`select pg_snapshot_xmin(pg_current_snapshot())::text as xmin`.execute(db);
+  return rows[0]!.xmin;
+}
+
+/** Up to `limit` of the owner's contacts with an id above `afterId`, in id order (a full sync). */
+export function contactsAfter(db: Kysely<Database>, ownerId: number, afterId: number, limit: number): Promise<ContactRow[]> {
+  return db.selectFrom('contacts').select(CONTACT_COLUMNS).where('owner_id', '=', ownerId).where('id', '>', afterId).orderBy('id').limit(limit).execute();
+}
+
+/**
+ * Up to `limit` of the owner's changes by transactions from `since` on, after position `after`, in
+ * (transaction, id) order: contacts as last written, and tombstones of deleted ones. A row written
+ * again moves to its new transaction, so it is read once, in its latest state.
+ */
+export async function changesSince(
+  db: Kysely<Database>,
+  ownerId: number,
+  since: string,
+  after: { xid: string; id: number } | null,
+  limit: number,
+): Promise<Change[]> {
+  const from = after ?? { xid: since, id: -1 };
+  const { rows } = await sql<Change>`
+    select xid, id, deleted from (
+      select change_xid::text as xid, change_xid, id, false as deleted from contacts
+       where owner_id = ${ownerId} and change_xid >= ${since}::xid8 and (change_xid, id) > (${from.xid}::xid8, ${from.id})
+      union all
+      select change_xid::text, change_xid, contact_id, true from contact_tombstones
+       where owner_id = ${ownerId} and change_xid >= ${since}::xid8 and (change_xid, contact_id) > (${from.xid}::xid8, ${from.id})
+    ) changes
+    order by change_xid, id
+    limit ${limit}`.execute(db);
+  return rows;
+}
+
+/** The owner's contacts with these ids, as they are now (a contact deleted meanwhile is missing). */
+export function contactsByIds(db: Kysely<Database>, ownerId: number, ids: readonly number[]): Promise<ContactRow[]> {
+  if (ids.length === 0) return Promise.resolve([]);
+  return db.selectFrom('contacts').select(CONTACT_COLUMNS).where('owner_id', '=', ownerId).where('id', 'in', ids).execute();
+}
+
+/** Forgets the owner's tombstones older than `before`: tokens that would need them are refused by then. */
+export async function purgeTombstones(db: Kysely<Database>, ownerId: number, before: Date): Promise<void> {
+  await db.deleteFrom('contact_tombstones').where('owner_id', '=', ownerId).where('deleted_at', '<', before).execute();
+}
