@@ -33,7 +33,18 @@ export interface AppConfig {
   rateLimitMePerMin: number;
   /** How long SIGTERM waits for requests in flight before the process exits anyway (non-zero). */
   shutdownTimeoutMs: number;
+  /** The algorithm of new password hashes; stored hashes of the other one still verify and are rehashed at login. */
+  passwordHash: PasswordHashAlgorithm;
+  /** argon2id memory in KiB, passes and lanes (OWASP's first choice: 19456, 2, 1). */
+  argon2MemoryKib: number;
+  argon2TimeCost: number;
+  argon2Parallelism: number;
+  /** Password jobs that may wait for a worker thread; past it register, login and reset answer 503. */
+  passwordQueueLimit: number;
 }
+
+export const PASSWORD_HASH_ALGORITHMS = ['bcrypt', 'argon2id'] as const;
+export type PasswordHashAlgorithm = (typeof PASSWORD_HASH_ALGORITHMS)[number];
 
 export class ConfigError extends Error {}
 
@@ -62,6 +73,13 @@ function url(env: Env, name: string, protocols: string[]): string | null {
     throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got '${parsed.protocol}'`);
   }
   return raw;
+}
+
+function oneOf<T extends string>(env: Env, name: string, choices: readonly T[], fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!(choices as readonly string[]).includes(raw)) throw new ConfigError(`${name} must be one of ${choices.join(', ')}, got '${raw}'`);
+  return raw as T;
 }
 
 /** `true`, `false`, a hop count (trust that many proxies in front), or trusted proxy addresses/CIDRs. */
@@ -134,6 +152,11 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     rateLimitAnonPerMin: integer(env, 'RATE_LIMIT_ANON_PER_MIN', 20, 1, 1_000_000),
     rateLimitMePerMin: integer(env, 'RATE_LIMIT_ME_PER_MIN', 5, 1, 1_000_000),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 1, 600_000),
+    passwordHash: oneOf(env, 'PASSWORD_HASH', PASSWORD_HASH_ALGORITHMS, 'bcrypt'),
+    argon2MemoryKib: integer(env, 'ARGON2_MEMORY_KIB', 19_456, 1024, 1_048_576),
+    argon2TimeCost: integer(env, 'ARGON2_TIME_COST', 2, 1, 20),
+    argon2Parallelism: integer(env, 'ARGON2_PARALLELISM', 1, 1, 16),
+    passwordQueueLimit: integer(env, 'PASSWORD_QUEUE_LIMIT', 64, 1, 100_000),
   };
 }
 
