@@ -37,7 +37,18 @@ export interface AppConfig {
   shutdownTimeoutMs: number;
   /** Days deletions are remembered for incremental sync; older sync tokens are refused (410). */
   syncTombstoneDays: number;
+  /** The algorithm of new password hashes; stored hashes of the other one still verify and are rehashed at login. */
+  passwordHash: PasswordHashAlgorithm;
+  /** argon2id memory in KiB, passes and lanes (OWASP's first choice: 19456, 2, 1). */
+  argon2MemoryKib: number;
+  argon2TimeCost: number;
+  argon2Parallelism: number;
+  /** Password jobs that may wait for a worker thread; past it register, login and reset answer 503. */
+  passwordQueueLimit: number;
 }
+
+export const PASSWORD_HASH_ALGORITHMS = ['bcrypt', 'argon2id'] as const;
+export type PasswordHashAlgorithm = (typeof PASSWORD_HASH_ALGORITHMS)[number];
 
 /** Every bad setting at once, each naming its variable. */
 export class ConfigError extends Error {
@@ -86,9 +97,9 @@ class EnvReader {
     return raw;
   }
 
-  oneOf(name: string, fallback: string, allowed: readonly string[]): string {
+  oneOf<T extends string>(name: string, fallback: T, allowed: readonly T[]): T {
     const value = this.text(name, fallback);
-    if (allowed.includes(value)) return value;
+    if ((allowed as readonly string[]).includes(value)) return value as T;
     this.problems.push(`${name} must be one of ${allowed.join(', ')}, got '${value}'`);
     return fallback;
   }
@@ -195,6 +206,11 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     rateLimitMePerMin: read.integer('RATE_LIMIT_ME_PER_MIN', 5, 1, 1_000_000),
     shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 1, 600_000),
     syncTombstoneDays: read.integer('SYNC_TOMBSTONE_DAYS', 30, 1, 3650),
+    passwordHash: read.oneOf('PASSWORD_HASH', 'bcrypt', PASSWORD_HASH_ALGORITHMS),
+    argon2MemoryKib: read.integer('ARGON2_MEMORY_KIB', 19_456, 1024, 1_048_576),
+    argon2TimeCost: read.integer('ARGON2_TIME_COST', 2, 1, 20),
+    argon2Parallelism: read.integer('ARGON2_PARALLELISM', 1, 1, 16),
+    passwordQueueLimit: read.integer('PASSWORD_QUEUE_LIMIT', 64, 1, 100_000),
   };
   if (read.problems.length > 0) throw new ConfigError(read.problems);
   return config;

@@ -7,6 +7,7 @@ import docsPlugin from '../plugins/docs.js';
 import httpPlugin, { httpServerOptions } from '../plugins/http.js';
 import { registerOperations } from '../plugins/http/operations.js';
 import mailPlugin, { type MailOptions } from '../plugins/mail.js';
+import passwordsPlugin from '../plugins/passwords.js';
 import rateLimitPlugin from '../plugins/rate-limit.js';
 import redisPlugin from '../plugins/redis.js';
 import { findTokenCutOff } from './auth/auth.repository.js';
@@ -66,6 +67,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   await app.register(redisPlugin);
   await app.register(cachePlugin);
   await app.register(authPlugin, { loadCutOff: (userId) => findTokenCutOff(app.db, userId), soleInstance: !config.databaseUrl });
+  await app.register(passwordsPlugin);
   await app.register(rateLimitPlugin);
   await app.register(mailPlugin, options.mail ?? {});
   await app.register(docsPlugin);

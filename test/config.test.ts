@@ -37,6 +37,11 @@ t.test('defaults', async (t) => {
     rateLimitAnonPerMin: 20,
     rateLimitMePerMin: 5,
     shutdownTimeoutMs: 10_000,
+    passwordHash: 'bcrypt',
+    argon2MemoryKib: 19_456,
+    argon2TimeCost: 2,
+    argon2Parallelism: 1,
+    passwordQueueLimit: 64,
   });
 });
 
@@ -62,6 +67,11 @@ t.test('every variable is read', async (t) => {
     RATE_LIMIT_ANON_PER_MIN: '100',
     RATE_LIMIT_ME_PER_MIN: '7',
     SHUTDOWN_TIMEOUT_MS: '2500',
+    PASSWORD_HASH: 'argon2id',
+    ARGON2_MEMORY_KIB: '47104',
+    ARGON2_TIME_COST: '1',
+    ARGON2_PARALLELISM: '2',
+    PASSWORD_QUEUE_LIMIT: '200',
   });
   t.match(config, {
     nodeEnv: 'production',
@@ -82,6 +92,11 @@ t.test('every variable is read', async (t) => {
     rateLimitAnonPerMin: 100,
     rateLimitMePerMin: 7,
     shutdownTimeoutMs: 2500,
+    passwordHash: 'argon2id',
+    argon2MemoryKib: 47_104,
+    argon2TimeCost: 1,
+    argon2Parallelism: 2,
+    passwordQueueLimit: 200,
   });
 });
 
@@ -109,6 +124,14 @@ t.test('a bad value stops loadConfig with a message naming the variable', async 
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL', /^LOG_LEVEL /],
     [{ RATE_LIMIT_ANON_PER_MIN: '0' }, 'RATE_LIMIT_ANON_PER_MIN', /^RATE_LIMIT_ANON_PER_MIN /],
     [{ RATE_LIMIT_ME_PER_MIN: 'five' }, 'RATE_LIMIT_ME_PER_MIN', /^RATE_LIMIT_ME_PER_MIN /],
+    [{ PASSWORD_HASH: 'argon2' }, 'PASSWORD_HASH', /^PASSWORD_HASH must be one of bcrypt, argon2id, got 'argon2'$/],
+    [{ PASSWORD_HASH: 'Bcrypt' }, 'PASSWORD_HASH', /^PASSWORD_HASH /],
+    [{ ARGON2_MEMORY_KIB: '1023' }, 'ARGON2_MEMORY_KIB', /^ARGON2_MEMORY_KIB must be a whole number from 1024 to 1048576, got '1023'$/],
+    [{ ARGON2_MEMORY_KIB: '19MiB' }, 'ARGON2_MEMORY_KIB', /^ARGON2_MEMORY_KIB /],
+    [{ ARGON2_TIME_COST: '0' }, 'ARGON2_TIME_COST', /^ARGON2_TIME_COST must be a whole number from 1 to 20, got '0'$/],
+    [{ ARGON2_PARALLELISM: '17' }, 'ARGON2_PARALLELISM', /^ARGON2_PARALLELISM must be a whole number from 1 to 16, got '17'$/],
+    [{ PASSWORD_QUEUE_LIMIT: '0' }, 'PASSWORD_QUEUE_LIMIT', /^PASSWORD_QUEUE_LIMIT must be a whole number from 1 to 100000, got '0'$/],
+    [{ PASSWORD_QUEUE_LIMIT: 'unbounded' }, 'PASSWORD_QUEUE_LIMIT', /^PASSWORD_QUEUE_LIMIT /],
   ];
   for (const [env, name, message] of cases) {
     const error = await loadConfig({ ...base, ...env }).then(() => null, (e: unknown) => e);
@@ -188,4 +211,15 @@ t.test('the server refuses to start on a bad value, naming it', async (t) => {
   });
   t.equal(run.status, 1);
   t.equal(run.stderr, "Configuration error: PORT must be a whole number from 0 to 65535, got 'not-a-port'\n", 'one line naming it, no stack');
+});
+
+t.test('the server refuses to start on a bad password setting, naming it', async (t) => {
+  const dataDir = await tempDir(t);
+  const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    env: { PATH: process.env.PATH, DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, PASSWORD_QUEUE_LIMIT: '-5' },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  t.equal(run.status, 1);
+  t.match(run.stderr, /Configuration error: PASSWORD_QUEUE_LIMIT must be a whole number from 1 to 100000, got '-5'/);
 });

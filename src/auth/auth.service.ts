@@ -14,10 +14,9 @@ import {
   storeLoginRefreshToken,
 } from './auth.repository.js';
 import { toUser, type User } from '../users/users.service.js';
-import { burnCompare, hashPassword, MAX_PASSWORD_BYTES, passwordFits, verifyPassword } from './passwords.js';
 
 /** What the account operations need from the app. */
-export type AuthDeps = Pick<FastifyInstance, 'db' | 'config' | 'tokens' | 'mail' | 'log'>;
+export type AuthDeps = Pick<FastifyInstance, 'db' | 'config' | 'tokens' | 'mail' | 'passwords' | 'log'>;
 
 type TokenPair = components['schemas']['TokenPair'];
 type Message = components['schemas']['Message'];
@@ -32,6 +31,13 @@ const BAD_RESET = 'Invalid or expired reset token';
 /** Tokens are stored only as SHA-256 digests, so a database leak hands out no usable token. */
 function digest(token: string): string {
   return createHash('sha256').update(token).digest('hex');
+}
+
+/** The contract's limit whatever the algorithm (bcrypt reads only 72 bytes): longer is refused, never silently cut. */
+const MAX_PASSWORD_BYTES = 72;
+
+function passwordFits(password: string): boolean {
+  return Buffer.byteLength(password, 'utf8') <= MAX_PASSWORD_BYTES;
 }
 
 function checkPasswordBytes(password: string): void {
@@ -83,7 +89,7 @@ export async function registerUser(deps: AuthDeps, input: { username: string; em
   const taken = await findTaken(deps.db, input.username, input.email);
   if (taken.username) throw new Conflict(USERNAME_TAKEN);
   if (taken.email) throw new Conflict(EMAIL_TAKEN);
-  const passwordHash = await hashPassword(input.password, deps.config.bcryptCost);
+  const passwordHash = await deps.passwords.hash(input.password);
   let row;
   try {
     row = await insertUser(deps.db, { username: input.username, email: input.email, password_hash: passwordHash });
@@ -119,19 +125,19 @@ export async function requestVerification(deps: AuthDeps, email: string): Promis
 
 /** Checks the password (username or e-mail, ignoring case) and issues a token pair; the refresh token replaces any stored before. */
 export async function login(deps: AuthDeps, username: string, password: string): Promise<TokenPair> {
-  const cost = deps.config.bcryptCost;
   const user = await findUserByLogin(deps.db, username);
-  if (!user) {
-    await burnCompare(password, cost);
+  // An unknown user or an oversize password still costs a compare, so neither answers sooner.
+  if (!user || !passwordFits(password)) {
+    await deps.passwords.burn(password);
     throw new Unauthorized(BAD_LOGIN);
   }
-  const check = await verifyPassword(password, user.password_hash, cost);
+  const check = await deps.passwords.verify(password, user.password_hash);
   if (!check.ok) throw new Unauthorized(BAD_LOGIN);
   if (!user.is_verified) throw new Forbidden('Email not verified');
   let checkedHash = user.password_hash;
   if (check.needsRehash) {
     try {
-      const rehashed = await hashPassword(password, cost);
+      const rehashed = await deps.passwords.hash(password);
       if (await replacePasswordHash(deps.db, user.id, checkedHash, rehashed)) checkedHash = rehashed;
     } catch (err) {
       deps.log.warn({ err, userId: user.id }, 'password rehash failed; the old hash stays valid');
@@ -188,7 +194,7 @@ export async function resetPassword(deps: AuthDeps, token: string, password: str
   const user = claims ? await findUserById(deps.db, Number(claims.sub)) : undefined;
   const tokenHash = digest(token);
   if (!user || user.reset_token_hash !== tokenHash) throw new BadRequest(BAD_RESET);
-  const passwordHash = await hashPassword(password, deps.config.bcryptCost);
+  const passwordHash = await deps.passwords.hash(password);
   // Token issue times come from the wall clock (the jti), so the cut-off must too.
   const cutOff = await completePasswordReset(deps.db, user.id, tokenHash, passwordHash, () => new Date());
   if (!cutOff) throw new BadRequest(BAD_RESET);

@@ -1,5 +1,7 @@
+import { type Algorithm, hashSync as argon2Hash } from '@node-rs/argon2';
+import bcrypt from 'bcryptjs';
+import type { FastifyInstance } from 'fastify';
 import t from 'tap';
-import { hashPassword } from '../../src/auth/passwords.js';
 import { buildAccountsApp, credentials, decodeClaims, formBody, login, register, verifiedUser } from './accounts.js';
 
 const BAD_LOGIN = { detail: 'Incorrect username or password' };
@@ -101,20 +103,95 @@ t.test('a newer login replaces the stored refresh token, stored as a SHA-256 dig
   t.equal(current.statusCode, 200);
 });
 
-t.test('a hash with another cost is upgraded at the next successful login', async (t) => {
+async function storedHash(app: FastifyInstance, userId: number): Promise<string> {
+  const row = await app.db.selectFrom('users').select('password_hash').where('id', '=', userId).executeTakeFirstOrThrow();
+  return row.password_hash;
+}
+
+async function setStoredHash(app: FastifyInstance, userId: number, hash: string): Promise<void> {
+  await app.db.updateTable('users').set({ password_hash: hash }).where('id', '=', userId).execute();
+}
+
+/** An argon2id hash made outside the service, as another system would have. */
+function argon2idHash(password: string, memoryKib: number, timeCost: number): string {
+  // 2 is Algorithm.Argon2id, a const enum that isolatedModules cannot read.
+  return argon2Hash(password, { algorithm: 2 as Algorithm, memoryCost: memoryKib, timeCost, parallelism: 1 });
+}
+
+const FAST_ARGON2 = { PASSWORD_HASH: 'argon2id', ARGON2_MEMORY_KIB: '1024', ARGON2_TIME_COST: '1', ARGON2_PARALLELISM: '1' };
+
+t.test('a hash with another bcrypt cost is upgraded at the next successful login', async (t) => {
   const app = await buildAccountsApp(t, { env: { BCRYPT_COST: '5' } });
   const user = await verifiedUser(app);
-  const oldHash = await hashPassword(user.password, 4);
-  await app.db.updateTable('users').set({ password_hash: oldHash }).where('id', '=', user.id).execute();
+  const oldHash = bcrypt.hashSync(user.password, 4);
+  await setStoredHash(app, user.id, oldHash);
 
   t.equal((await login(app, user.username, 'wrong-password')).statusCode, 401);
-  const afterWrong = await app.db.selectFrom('users').select('password_hash').where('id', '=', user.id).executeTakeFirstOrThrow();
-  t.equal(afterWrong.password_hash, oldHash, 'a failed login changes nothing');
+  t.equal(await storedHash(app, user.id), oldHash, 'a failed login changes nothing');
 
   t.equal((await login(app, user.username, user.password)).statusCode, 200);
-  const upgraded = await app.db.selectFrom('users').select('password_hash').where('id', '=', user.id).executeTakeFirstOrThrow();
-  t.match(upgraded.password_hash, /^\$2[aby]\$05\$/);
+  const upgraded = await storedHash(app, user.id);
+  t.match(upgraded, /^\$2b\$05\$[./A-Za-z0-9]{53}$/);
   t.equal((await login(app, user.username, user.password)).statusCode, 200, 'the new hash works');
+  t.equal(await storedHash(app, user.id), upgraded, 'and is kept');
+});
+
+t.test('under PASSWORD_HASH=argon2id a bcrypt hash becomes argon2id at the next successful login', async (t) => {
+  const app = await buildAccountsApp(t, { env: FAST_ARGON2 });
+  const user = await verifiedUser(app);
+  t.match(await storedHash(app, user.id), /^\$argon2id\$v=19\$m=1024,t=1,p=1\$/, 'registration hashes with argon2id');
+  const oldHash = bcrypt.hashSync(user.password, 4);
+  await setStoredHash(app, user.id, oldHash);
+
+  t.equal((await login(app, user.username, 'wrong-password')).statusCode, 401);
+  t.equal(await storedHash(app, user.id), oldHash, 'a failed login changes nothing');
+
+  t.equal((await login(app, user.username, user.password)).statusCode, 200, 'the bcrypt hash still logs in');
+  const migrated = await storedHash(app, user.id);
+  t.match(migrated, /^\$argon2id\$v=19\$m=1024,t=1,p=1\$[A-Za-z0-9+/]{22}\$[A-Za-z0-9+/]{43}$/);
+  t.equal((await login(app, user.username, user.password)).statusCode, 200, 'the argon2id hash logs in');
+  t.equal(await storedHash(app, user.id), migrated, 'and is kept');
+  t.equal((await login(app, user.username, 'wrong-password')).statusCode, 401);
+});
+
+t.test('under PASSWORD_HASH=bcrypt an argon2id hash from another system becomes bcrypt at the next successful login', async (t) => {
+  const app = await buildAccountsApp(t, { env: { PASSWORD_HASH: 'bcrypt', BCRYPT_COST: '4' } });
+  const user = await verifiedUser(app);
+  const migratedIn = argon2idHash(user.password, 1024, 1);
+  await setStoredHash(app, user.id, migratedIn);
+
+  t.equal((await login(app, user.username, 'wrong-password')).statusCode, 401);
+  t.equal(await storedHash(app, user.id), migratedIn, 'a failed login changes nothing');
+
+  t.equal((await login(app, user.username, user.password)).statusCode, 200, 'the argon2id hash logs in');
+  const rehashed = await storedHash(app, user.id);
+  t.match(rehashed, /^\$2b\$04\$[./A-Za-z0-9]{53}$/);
+  t.equal((await login(app, user.username, user.password)).statusCode, 200, 'the bcrypt hash logs in');
+  t.equal(await storedHash(app, user.id), rehashed, 'and is kept');
+});
+
+t.test('an argon2id hash with other parameters is rehashed with the configured ones', async (t) => {
+  const app = await buildAccountsApp(t, { env: { ...FAST_ARGON2, ARGON2_MEMORY_KIB: '2048', ARGON2_TIME_COST: '2' } });
+  const user = await verifiedUser(app);
+  await setStoredHash(app, user.id, argon2idHash(user.password, 1024, 1));
+  t.equal((await login(app, user.username, user.password)).statusCode, 200);
+  const rehashed = await storedHash(app, user.id);
+  t.match(rehashed, /^\$argon2id\$v=19\$m=2048,t=2,p=1\$/);
+  t.equal((await login(app, user.username, user.password)).statusCode, 200);
+  t.equal(await storedHash(app, user.id), rehashed);
+});
+
+t.test("the reference implementation's argon2id vector logs in as it is", async (t) => {
+  // P-H-C/phc-winner-argon2 src/test.c: "password", salt "somesalt", t=2, m=65536, p=1.
+  const reference = '$argon2id$v=19$m=65536,t=2,p=1$c29tZXNhbHQ$CTFhFdXPJO1aFaMaO6Mm5c8y7cJHAph8ArZWb2GRPPc';
+  const app = await buildAccountsApp(t, { env: { PASSWORD_HASH: 'argon2id', ARGON2_MEMORY_KIB: '65536', ARGON2_TIME_COST: '2' } });
+  const user = await verifiedUser(app);
+  await setStoredHash(app, user.id, reference);
+  t.equal((await login(app, user.username, 'password')).statusCode, 200);
+  t.equal(await storedHash(app, user.id), reference, 'its parameters are the configured ones: no rehash');
+  const wrong = await login(app, user.username, 'passwore');
+  t.equal(wrong.statusCode, 401);
+  t.same(wrong.json(), BAD_LOGIN);
 });
 
 t.test('a hash of an unknown scheme never matches', async (t) => {
