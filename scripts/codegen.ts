@@ -200,6 +200,38 @@ function buildOperationTable(
   return table;
 }
 
+/** What a property holds, as the service's rules tell fields apart. */
+function kindOf(spec: JsonObject, property: Json | undefined): string {
+  const schema = deref(spec, property);
+  const types = ([] as Json[]).concat(schema.type ?? []).filter((type) => type !== 'null');
+  if (types.includes('string')) return schema.format === 'date' ? 'date' : schema.format === 'date-time' ? 'timestamp' : schema.format === 'binary' ? 'binary' : 'text';
+  return String(types[0] ?? 'unknown');
+}
+
+/**
+ * Each object schema's properties as the service needs them: their names (in order), the writable
+ * ones (not readOnly), what each holds, and the x- extensions of the properties that have them
+ * (x-filter: operators; x-sort; x-search). Extensions sit beside a $ref as well.
+ */
+function schemaFields(spec: JsonObject): Record<string, JsonObject> {
+  const fields: Record<string, JsonObject> = {};
+  for (const [name, schemaRef] of Object.entries((spec.components as JsonObject).schemas as JsonObject)) {
+    const properties = (deref(spec, schemaRef).properties ?? null) as JsonObject | null;
+    if (!properties) continue;
+    const entries = Object.entries(properties);
+    const withExtension = (extension: string) => entries.filter(([, property]) => (property as JsonObject)[extension] !== undefined);
+    fields[name] = {
+      properties: entries.map(([property]) => property),
+      writable: entries.filter(([, property]) => deref(spec, property).readOnly !== true).map(([property]) => property),
+      kinds: Object.fromEntries(entries.map(([property, schema]) => [property, kindOf(spec, schema)])),
+      filters: Object.fromEntries(withExtension('x-filter').map(([property, schema]) => [property, (schema as JsonObject)['x-filter']!])),
+      sortable: withExtension('x-sort').map(([property]) => property),
+      searched: withExtension('x-search').map(([property]) => property),
+    };
+  }
+  return fields;
+}
+
 async function generate(): Promise<Record<string, string>> {
   const spec = parse(await readFile(specUrl, 'utf8')) as JsonObject;
   // Bytes are bytes on both sides: a Buffer in the service, a Uint8Array (or Buffer) in an SDK client.
@@ -225,6 +257,10 @@ async function generate(): Promise<Record<string, string>> {
       `export interface SuccessHeaders {\n${typeMap(headerTypes)}\n}\n\n` +
       '/** Query parameters that always arrive, because the schema gives them a default. */\n' +
       `export interface DefaultedQuery {\n${typeMap(defaultedQueryTypes)}\n}\n`,
+    [`${outDir}schemas.ts`]:
+      header +
+      "/** Each object schema's properties: names, writable ones, what they hold (kinds), and their x-filter, x-sort and x-search. */\n" +
+      `export const schemaFields = ${JSON.stringify(schemaFields(spec), null, 2)} as const;\n`,
     ...(manifest && { [sdkManifest]: `${JSON.stringify({ ...manifest, version }, null, 2)}\n` }),
   };
 }

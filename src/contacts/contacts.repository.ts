@@ -1,22 +1,32 @@
-import { type ExpressionBuilder, type Kysely, type OrderByModifiers, type RawBuilder, type Selectable, sql } from 'kysely';
+import {
+  type ExpressionBuilder,
+  type Insertable,
+  type Kysely,
+  type OrderByModifiers,
+  type RawBuilder,
+  type Selectable,
+  sql,
+  type Updateable,
+} from 'kysely';
 import type { ContactsTable, Database } from '../db/database.js';
+import { schemaFields } from '../generated/schemas.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
 import type { Condition } from './filter.js';
 import { filterPredicate } from './filter-sql.js';
 import { type SortKey, TEXT_SORT_FIELDS } from './sort.js';
 
-/** A contact as read: every column but the owner and the derived ones (birthday key, last writer). */
-export type ContactRow = Omit<Selectable<ContactsTable>, 'owner_id' | 'birthday_key' | 'change_xid'>;
+/**
+ * The columns an answer shows: the properties of the API's Contact, in its order (openapi.yaml).
+ * Each must be a column of the table: a property without one fails tsc here.
+ */
+export const CONTACT_COLUMNS = schemaFields.Contact.properties satisfies readonly (keyof Selectable<ContactsTable>)[];
+export type ContactRow = Pick<Selectable<ContactsTable>, (typeof CONTACT_COLUMNS)[number]>;
 
-/** The writable fields; `additional_data` undefined leaves the stored value alone. */
-export interface ContactFields {
-  first_name: string;
-  last_name: string;
-  email: string;
-  phone: string;
-  birthday: string;
-  additional_data?: Record<string, unknown> | null;
-}
+/** The columns a write sets: the writable properties of ContactPatch (openapi.yaml), each a column too. */
+const WRITABLE_COLUMNS = schemaFields.ContactPatch.writable satisfies readonly (keyof Insertable<ContactsTable> & keyof Updateable<ContactsTable>)[];
+type WritableColumn = (typeof WRITABLE_COLUMNS)[number];
+/** Values for the writable columns, as the service checked them; undefined leaves a stored value alone. */
+export type ContactFields = Partial<Pick<Selectable<ContactsTable>, WritableColumn>>;
 
 type ContactsBuilder = ExpressionBuilder<Database, 'contacts'>;
 
@@ -30,18 +40,6 @@ export interface PageOf<T> {
   rows: T[];
 }
 
-export const CONTACT_COLUMNS = [
-  'id',
-  'first_name',
-  'last_name',
-  'email',
-  'phone',
-  'birthday',
-  'additional_data',
-  'created_at',
-  'updated_at',
-] as const satisfies readonly (keyof ContactRow)[];
-
 const UNIQUE_EMAIL_INDEX = 'contacts_owner_email_key';
 
 /** Whether `error` is the per-owner e-mail uniqueness index refusing a row (a duplicate, even one racing ours). */
@@ -50,16 +48,19 @@ export function isDuplicateEmail(error: unknown): boolean {
   return e?.code === '23505' && e.constraint === UNIQUE_EMAIL_INDEX;
 }
 
-/** jsonb travels as text so both drivers store it the same way. */
-function json(value: Record<string, unknown> | null | undefined): string | null | undefined {
-  return value === undefined || value === null ? value : JSON.stringify(value);
+/** Column values of `fields`: jsonb travels as JSON text, so both drivers store it the same way. */
+function columnValues(fields: ContactFields): Pick<Updateable<ContactsTable>, WritableColumn> {
+  const { kinds } = schemaFields.Contact;
+  return Object.fromEntries(
+    Object.entries(fields).map(([column, value]) => [column, kinds[column as keyof typeof kinds] === 'object' && value != null ? JSON.stringify(value) : value]),
+  );
 }
 
-/** Inserts a contact owned by `ownerId`, stamped `now`. */
+/** Inserts a contact owned by `ownerId`, stamped `now`; `fields` holds every required column (the create schema makes sure). */
 export async function insertContact(db: Kysely<Database>, ownerId: number, fields: ContactFields, now: Date): Promise<ContactRow> {
   return db
     .insertInto('contacts')
-    .values({ ...fields, additional_data: json(fields.additional_data), owner_id: ownerId, created_at: now, updated_at: now })
+    .values({ ...(columnValues(fields) as Insertable<ContactsTable>), owner_id: ownerId, created_at: now, updated_at: now })
     .returning(CONTACT_COLUMNS)
     .executeTakeFirstOrThrow();
 }
@@ -78,16 +79,14 @@ export async function updateContact(
   db: Kysely<Database>,
   ownerId: number,
   id: number,
-  fields: Partial<ContactFields>,
+  fields: ContactFields,
   now: Date,
   versions?: readonly Date[],
 ): Promise<ContactRow | undefined> {
-  const { additional_data, ...plain } = fields;
   return db
     .updateTable('contacts')
     .set({
-      ...plain,
-      ...(additional_data === undefined ? {} : { additional_data: json(additional_data) }),
+      ...columnValues(fields),
       // A write always moves updated_at, even within the millisecond of the previous one.
       updated_at: sql<Date>`greatest(${now}::timestamptz, updated_at + interval '1 millisecond')`,
     })

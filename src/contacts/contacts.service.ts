@@ -4,7 +4,8 @@ import { BadRequest, Conflict, NotFound, PreconditionFailed, ValidationFailed } 
 import type { components } from '../generated/openapi.js';
 import { birthdayWindow } from './birthdays.js';
 import * as repository from './contacts.repository.js';
-import type { ContactFields, ContactRow, PageOf, PageRequest } from './contacts.repository.js';
+import { CONTACT_COLUMNS, type ContactFields, type ContactRow, type PageOf, type PageRequest } from './contacts.repository.js';
+import { schemaFields } from '../generated/schemas.js';
 import { FilterError, parseFilter, stripPhoneSeparators } from './filter.js';
 import { parseSort, SortError } from './sort.js';
 
@@ -21,21 +22,16 @@ const EARLIEST_BIRTHDAY = '1900-01-01';
 const NOT_FOUND = 'Contact not found';
 const DUPLICATE_EMAIL = 'Contact with this email already exists';
 const CHANGED = 'Precondition Failed: the contact has changed';
-const WRITABLE = ['first_name', 'last_name', 'email', 'phone', 'birthday', 'additional_data'] as const;
+/** A row's values as the API writes them: instants as millisecond UTC ISO strings. */
+type AsApi<Row> = { [K in keyof Row]: Row[K] extends Date ? string : Row[K] };
 
-/** The API shape of a row (millisecond UTC timestamps). */
+/**
+ * The API shape of a row. Its columns are the Contact's properties (CONTACT_COLUMNS), and tsc checks
+ * that each column's value fits the API's field once instants are strings.
+ */
 export function toContact(row: ContactRow): Contact {
-  return {
-    id: row.id,
-    first_name: row.first_name,
-    last_name: row.last_name,
-    email: row.email,
-    phone: row.phone,
-    birthday: row.birthday,
-    additional_data: row.additional_data,
-    created_at: row.created_at.toISOString(),
-    updated_at: row.updated_at.toISOString(),
-  };
+  const contact = Object.fromEntries(CONTACT_COLUMNS.map((column) => [column, row[column] instanceof Date ? row[column].toISOString() : row[column]]));
+  return contact as AsApi<ContactRow>;
 }
 
 /**
@@ -43,7 +39,7 @@ export function toContact(row: ContactRow): Contact {
  * separators are gone, the birthday is from 1900-01-01 to yesterday (UTC), and `additional_data` is
  * at most 16 KiB as JSON. Applies to the fields present; returns them with the phone normalised.
  */
-export function applyContactRules<T extends Partial<ContactFields>>(fields: T, now: Date): T {
+export function applyContactRules<T extends ContactFields>(fields: T, now: Date): T {
   const checked = { ...fields };
   if (fields.phone !== undefined) {
     const phone = stripPhoneSeparators(fields.phone);
@@ -70,10 +66,10 @@ function jsonBytes(value: unknown): number {
   }
 }
 
-/** The writable fields of a request body; read-only ones (`id`, `created_at`, `updated_at`) are dropped. */
-function writableFields(body: ContactPatch): Partial<ContactFields> {
-  const fields: Partial<ContactFields> = {};
-  for (const key of WRITABLE) {
+/** The writable fields of a request body (openapi.yaml's ContactPatch); read-only ones (`id`, `created_at`, `updated_at`) are dropped. */
+function writableFields(body: ContactPatch): ContactFields {
+  const fields: ContactFields = {};
+  for (const key of schemaFields.ContactPatch.writable) {
     if (body[key] !== undefined) Object.assign(fields, { [key]: body[key] });
   }
   return fields;
@@ -182,7 +178,7 @@ export async function updateContact(deps: ContactsDeps, ownerId: number, id: num
   return toContact(row);
 }
 
-async function update(deps: ContactsDeps, ownerId: number, id: number, fields: Partial<ContactFields>, ifMatch: string | undefined): Promise<Contact> {
+async function update(deps: ContactsDeps, ownerId: number, id: number, fields: ContactFields, ifMatch: string | undefined): Promise<Contact> {
   const precondition = preconditionOf(ifMatch, id);
   const now = deps.now();
   const checked = applyContactRules(fields, now);

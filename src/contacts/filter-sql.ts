@@ -1,6 +1,6 @@
 import { type Expression, type ExpressionBuilder, type RawBuilder, type SqlBool, sql } from 'kysely';
 import type { Database } from '../db/database.js';
-import type { Bound, Condition, TextField } from './filter.js';
+import { type Bound, type Condition, isDayField, PHONE_FIELD, SEARCHED_FIELDS, type TextField } from './filter.js';
 
 type ContactsBuilder = ExpressionBuilder<Database, 'contacts'>;
 
@@ -29,9 +29,11 @@ export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condit
 function conditionPredicate(eb: ContactsBuilder, condition: Condition): Expression<SqlBool> {
   switch (condition.type) {
     case 'search': {
-      // The e-mail first: it usually holds the names too, and an OR stops at its first true arm.
-      const arms = (['email', 'last_name', 'first_name'] as const).map((field) => eb(folded(field), 'like', lower(condition.pattern)));
-      if (condition.phonePattern !== null) arms.push(eb(folded('phone'), 'like', lower(condition.phonePattern)));
+      // The phone is searched for the term without the separators stored phones lose (none left: no arm).
+      const arms = SEARCHED_FIELDS.flatMap((field) => {
+        const pattern = field === PHONE_FIELD ? condition.phonePattern : condition.pattern;
+        return pattern === null ? [] : [eb(folded(field), 'like', lower(pattern))];
+      });
       return eb.or(arms);
     }
     case 'eq':
@@ -47,7 +49,7 @@ function conditionPredicate(eb: ContactsBuilder, condition: Condition): Expressi
     }
     case 'range': {
       const parts: Expression<SqlBool>[] = [];
-      const value = (bound: Bound) => (condition.field === 'birthday' ? bound.value : sql<Date>`cast(${bound.value} as timestamptz)`);
+      const value = (bound: Bound) => (isDayField(condition.field) ? bound.value : sql<Date>`cast(${bound.value} as timestamptz)`);
       if (condition.lower) parts.push(eb(condition.field, condition.lower.inclusive ? '>=' : '>', value(condition.lower)));
       if (condition.upper) parts.push(eb(condition.field, condition.upper.inclusive ? '<=' : '<', value(condition.upper)));
       return eb.and(parts);

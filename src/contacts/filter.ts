@@ -2,23 +2,27 @@
  * The filter language of `GET /api/contacts/?query=` (INTERFACE.md, "Filter expression"), parsed into
  * a typed condition list. Pure: no database, no I/O; filter-sql.ts turns the list into SQL.
  */
+import { schemaFields } from '../generated/schemas.js';
 
-export const TEXT_FIELDS = ['first_name', 'last_name', 'email', 'phone'] as const;
-export const DATE_FIELDS = ['birthday', 'created_at', 'updated_at'] as const;
-export type TextField = (typeof TEXT_FIELDS)[number];
-export type DateField = (typeof DATE_FIELDS)[number];
-export type Field = TextField | DateField;
+const { filters, kinds, searched } = schemaFields.Contact;
 
-const NAME_OPERATORS = ['eq', 'in_', 'like', 'ilike', 'startswith', 'endswith', 'contains'] as const;
-const OPERATORS: Record<Field, readonly string[]> = {
-  first_name: NAME_OPERATORS,
-  last_name: NAME_OPERATORS,
-  email: NAME_OPERATORS,
-  phone: ['eq', 'in_', 'like', 'startswith'],
-  birthday: ['eq', 'gt', 'lt', 'between'],
-  created_at: ['eq', 'gt', 'lt', 'between'],
-  updated_at: ['eq', 'gt', 'lt', 'between'],
-};
+/** The fields the language filters on, and each one's operators: `x-filter` in openapi.yaml. */
+export type Field = keyof typeof filters;
+type Kind<F extends Field> = (typeof kinds)[F];
+/** Fields holding a date (`format: date`) or an instant (`format: date-time`): compared as ranges. */
+export type DateField = { [F in Field]: Kind<F> extends 'date' | 'timestamp' ? F : never }[Field];
+export type TextField = Exclude<Field, DateField>;
+const OPERATORS: Readonly<Record<Field, readonly string[]>> = filters;
+
+/** Fields a bare term searches (`x-search`). */
+export const SEARCHED_FIELDS = searched;
+/** The phone's filter values lose the separators stored phones lose. */
+export const PHONE_FIELD = 'phone' satisfies TextField;
+
+/** Whether `field` holds a calendar date (`YYYY-MM-DD` values), rather than an instant. */
+export function isDayField(field: DateField): boolean {
+  return kinds[field] === 'date';
+}
 
 export const MAX_EXPRESSION_LENGTH = 2000;
 export const MAX_CONDITIONS = 20;
@@ -217,11 +221,11 @@ function isField(name: string): name is Field {
 }
 
 function isDateField(field: Field): field is DateField {
-  return (DATE_FIELDS as readonly string[]).includes(field);
+  return kinds[field] === 'date' || kinds[field] === 'timestamp';
 }
 
 function textCondition(field: TextField, operator: string, raw: string): Condition {
-  const clean = (text: string) => (field === 'phone' ? stripPhoneSeparators(text) : text);
+  const clean = (text: string) => (field === PHONE_FIELD ? stripPhoneSeparators(text) : text);
   if (operator === 'in_') {
     let list: unknown;
     try {
@@ -260,7 +264,7 @@ interface Span {
 
 function rangeCondition(field: DateField, operator: string, raw: string): Condition {
   const span = (text: string): Span => {
-    const parsed = field === 'birthday' ? (isRealDate(text) ? { first: text, last: text } : null) : timestampSpan(text);
+    const parsed = isDayField(field) ? (isRealDate(text) ? { first: text, last: text } : null) : timestampSpan(text);
     if (!parsed) throw invalidValue(raw, field);
     return parsed;
   };

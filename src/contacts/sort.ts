@@ -2,12 +2,16 @@
  * The `sort` parameter of the list (INTERFACE.md, "Sorting the list"), parsed into typed keys.
  * Pure: contacts.repository.ts turns the keys into ORDER BY.
  */
+import { schemaFields } from '../generated/schemas.js';
 
-export const SORT_FIELDS = ['id', 'first_name', 'last_name', 'email', 'birthday', 'created_at', 'updated_at'] as const;
+const { sortable, kinds } = schemaFields.Contact;
+
+/** The keys `sort` takes: the properties marked `x-sort` in openapi.yaml. */
+export const SORT_FIELDS = sortable;
 export type SortField = (typeof SORT_FIELDS)[number];
 
 /** Text fields order by their lower-cased value, then by the value itself. */
-export const TEXT_SORT_FIELDS: readonly SortField[] = ['first_name', 'last_name', 'email'];
+export const TEXT_SORT_FIELDS: readonly SortField[] = SORT_FIELDS.filter((field) => kinds[field] === 'text');
 
 export interface SortKey {
   field: SortField;

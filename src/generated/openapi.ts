@@ -611,6 +611,11 @@ export type components = {
         AdditionalData: {
             [key: string]: unknown;
         } | null;
+        /**
+         * @description A contact. On its properties, `x-filter` lists the operators the list's `query` takes for
+         *     the field, `x-sort` makes it a `sort` key, and `x-search` puts it under a bare search term;
+         *     the service reads these from here (scripts/codegen.ts), so a new field needs no other list.
+         */
         Contact: {
             /**
              * Format: int32
