@@ -130,3 +130,78 @@ export const probeHandlers = {
   t.match(broken.stdout, /'email' does not exist in type|Property 'email_address' is missing/, 'naming the field that moved');
   t.notMatch(broken.stdout, /src\/(operation-types|generated)\//, 'and nowhere else');
 });
+
+t.test('a new contact field is openapi.yaml, a migration and the table type: the API then accepts, returns, filters and sorts it', async (t) => {
+  const dir = await projectCopy(t, ['openapi.yaml', 'package.json', 'tsconfig.json', 'plugins', 'scripts', 'src']);
+  const nickname = { type: ['string', 'null'], maxLength: 30, example: 'Ace' };
+  await editSpec(dir, (spec) => {
+    const { Contact, ContactCreate, ContactPatch } = spec.components.schemas;
+    Contact.properties.nickname = { ...nickname, 'x-filter': ['eq', 'startswith', 'contains'], 'x-sort': true };
+    Contact.required.push('nickname');
+    ContactCreate.properties.nickname = nickname;
+    ContactPatch.properties.nickname = nickname;
+  });
+  await writeFile(
+    path.join(dir, 'src/db/migrations/007-nickname.ts'),
+    `import { type Kysely, sql } from 'kysely';\nexport async function up(db: Kysely<any>): Promise<void> {\n  await sql\`alter table contacts add column nickname text\`.execute(db);\n}\n`,
+  );
+  const index = path.join(dir, 'src/db/migrations/index.ts');
+  await writeFile(
+    index,
+    (await readFile(index, 'utf8')).replace(/^(import .*\n)(?!import)/m, "$1import * as nickname from './007-nickname.js';\n").replace(/\n};\n$/, "\n  '007-nickname': nickname,\n};\n"),
+  );
+  const tables = path.join(dir, 'src/db/database.ts');
+  await writeFile(tables, (await readFile(tables, 'utf8')).replace('  /** E.164. */\n  phone: string;', '  /** E.164. */\n  phone: string;\n  nickname: string | null;'));
+
+  const codegen = await tsx(dir, ['scripts/codegen.ts']);
+  t.equal(codegen.code, 0, codegen.stderr);
+  const typecheck = await run(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', 'tsconfig.json'], { cwd: dir });
+  t.equal(typecheck.code, 0, `no other edit is needed for tsc: ${typecheck.stdout}`);
+
+  await writeFile(
+    path.join(dir, 'nickname.ts'),
+    `import { loadConfig } from './plugins/config.js';
+import { buildApp } from './src/app.js';
+const app = await buildApp({ config: await loadConfig() });
+const [user] = await app.db.insertInto('users').values({ username: 'nick', email: 'nick@example.com', password_hash: 'x', is_verified: true }).returning('id').execute();
+const headers = { authorization: 'Bearer ' + app.tokens.sign(user.id, 'access', 600) };
+const call = async (method, url, payload) => {
+  const res = await app.inject({ method, url, headers, ...(payload ? { payload } : {}) });
+  return { status: res.statusCode, body: res.json() };
+};
+const person = (first_name, nickname) => ({ first_name, last_name: 'Doe', email: first_name + '@example.com', phone: '+14155550123', birthday: '1990-05-17', ...(nickname === undefined ? {} : { nickname }) });
+const created = [await call('POST', '/api/contacts/', person('Ann', 'Bee')), await call('POST', '/api/contacts/', person('Bob', 'Ace')), await call('POST', '/api/contacts/', person('Cy'))];
+const names = async (url) => (await call('GET', url)).body.map((c) => c.first_name);
+const answers = {
+  created: created.map((r) => [r.status, r.body.nickname]),
+  read: (await call('GET', '/api/contacts/' + created[0].body.id)).body.nickname,
+  patched: (await call('PATCH', '/api/contacts/' + created[2].body.id, { nickname: 'Cat' })).body.nickname,
+  tooLong: await call('POST', '/api/contacts/', person('Dee', 'x'.repeat(31))),
+  eq: await names('/api/contacts/?query=nickname:eq:Ace'),
+  startswith: await names('/api/contacts/?query=nickname:startswith:C'),
+  badOperator: (await call('GET', '/api/contacts/?query=nickname:like:A%25')).body,
+  sorted: await names('/api/contacts/?sort=nickname'),
+  sortedDown: await names('/api/contacts/?sort=-nickname'),
+};
+process.stdout.write(JSON.stringify(answers));
+await app.close();
+`,
+  );
+  const result = await tsx(dir, ['nickname.ts'], { ...process.env, ...(await testEnv(t)) });
+  t.equal(result.code, 0, result.stderr);
+  t.same(JSON.parse(result.stdout), {
+    created: [
+      [201, 'Bee'],
+      [201, 'Ace'],
+      [201, null],
+    ],
+    read: 'Bee',
+    patched: 'Cat',
+    tooLong: { status: 422, body: { detail: 'body/nickname must NOT have more than 30 characters' } },
+    eq: ['Bob'],
+    startswith: ['Cy'],
+    badOperator: { detail: "Invalid filter operator 'like' for field 'nickname'" },
+    sorted: ['Bob', 'Ann', 'Cy'],
+    sortedDown: ['Cy', 'Ann', 'Bob'],
+  });
+});
