@@ -110,3 +110,15 @@ t.test('every documented error answer uses the shared Error schema', async (t) =
     properties: { detail: { type: 'string', description: 'What went wrong, for people.' } },
   }, 'Error is exactly {detail: string}');
 });
+
+t.test("the filter table in the list's documentation states each field's x-filter operators", async (t) => {
+  const { parameters } = (spec.paths as Record<string, Record<string, { parameters: { name?: string; description?: string }[] }>>)['/api/contacts/']!.get!;
+  const description = parameters.find((parameter) => parameter.name === 'query')!.description!;
+  const documented: Record<string, string[]> = {};
+  for (const [, fields, operators] of description.matchAll(/^\| (`[^|]+`) \| (`[^|]+`) \|$/gm)) {
+    for (const field of fields!.match(/[a-z_]+/g)!) documented[field] = operators!.match(/[a-z_]+/g)!;
+  }
+  const properties = (spec.components as { schemas: Record<string, { properties: Record<string, { 'x-filter'?: string[] }> }> }).schemas.Contact!.properties;
+  const declared = Object.fromEntries(Object.entries(properties).flatMap(([field, property]) => (property['x-filter'] ? [[field, property['x-filter']]] : [])));
+  t.same(documented, declared);
+});
