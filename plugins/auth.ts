@@ -53,7 +53,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     tokens: TokenService;
     /** onRequest hook of secured operations: sets `request.userId` or answers 401. */
-    authenticate(request: FastifyRequest): Promise<void>;
+    authenticate: (request: FastifyRequest) => Promise<void>;
   }
   interface FastifyRequest {
     userId: number | null;
@@ -136,7 +136,7 @@ export default fp<AuthOptions>(
       const connecting = subscriber
         .connect()
         .then(subscribe, () => {})
-        .finally(() => subscriber.on('ready', subscribe));
+        .finally(() => subscriber.on('ready', () => void subscribe()));
       // With Redis up, remember from the first request on; without, do not wait: it reconnects.
       if (publisher.status === 'ready') await connecting;
     }

@@ -49,7 +49,7 @@ interface Remembered {
 }
 
 /** Answers kept in this process, bounded by size; expired ones are purged every minute. */
-function answerMemory(): { answers: LRUCache<string, Remembered>; stop(): void } {
+function answerMemory(): { answers: LRUCache<string, Remembered>; stop: () => void } {
   const answers = new LRUCache<string, Remembered>({
     maxSize: MEMORY_BYTES,
     // UTF-16 code units, plus room for the headers and the entry itself.
@@ -64,7 +64,7 @@ function answerMemory(): { answers: LRUCache<string, Remembered>; stop(): void }
 const cappedTtl = (ttlMs: number) => Math.min(MAX_TTL_MS, Math.max(1, Math.floor(ttlMs)));
 
 /** Cache in this process only: generations in a map that is never evicted, answers in a size-bounded LRU. */
-export function memoryCache(): AnswerCache & { stop(): void } {
+export function memoryCache(): AnswerCache & { stop: () => void } {
   const { answers, stop } = answerMemory();
   const generations = new Map<number, number>();
   const generationOf = (userId: number) => generations.get(userId) ?? 0;
@@ -105,7 +105,12 @@ interface ReadCommand {
  * answers of the old generation may still be in Redis, so this process bypasses that user until
  * every answer written before the failed invalidation has expired. `now` is the wall clock in ms.
  */
-export function redisCache(client: Redis, prefix: string, log: FastifyBaseLogger, now: () => number = Date.now): AnswerCache & { stop(): void } {
+export function redisCache(
+  client: Redis,
+  prefix: string,
+  log: FastifyBaseLogger,
+  now: () => number = Date.now,
+): AnswerCache & { stop: () => void } {
   if (!('cacheRead' in client)) client.defineCommand('cacheRead', { numberOfKeys: 1, lua: READ_SCRIPT });
   const redis = client as Redis & ReadCommand;
   const { answers: nearby, stop } = answerMemory();

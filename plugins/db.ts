@@ -73,7 +73,7 @@ export async function openDatabase<DB>(
         getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
           if (oid === DATE_OID) return keepDate;
           if (oid === INT8_OID) return int8;
-          return pg.types.getTypeParser(oid, format);
+          return pg.types.getTypeParser(oid, format) as (value: string) => unknown;
         }) as typeof pg.types.getTypeParser,
       },
     });

@@ -53,18 +53,18 @@ async function ensureSeeded(): Promise<void> {
       'select shobj_description(oid, $2) as mark from pg_database where datname = $1',
       [values.database, 'pg_database'],
     );
-    if (rows.length === 0) await admin.query(`create database ${pg.escapeIdentifier(values.database!)}`);
+    if (rows.length === 0) await admin.query(`create database ${pg.escapeIdentifier(values.database)}`);
     if (rows[0]?.mark === SEED_MARK && !values.reseed) {
       console.log(`Reusing ${values.database} (${SEED_MARK.replace('bench:scale ', '')}).`);
       return;
     }
-    await admin.query(`comment on database ${pg.escapeIdentifier(values.database!)} is null`);
+    await admin.query(`comment on database ${pg.escapeIdentifier(values.database)} is null`);
     const tsx = fileURLToPath(new URL('../node_modules/.bin/tsx', import.meta.url));
     execFileSync(tsx, [fileURLToPath(new URL('seed.ts', import.meta.url)), ...SEED_ARGS, '--force'], {
       stdio: 'inherit',
       env: { ...process.env, DATABASE_URL: databaseUrl },
     });
-    await admin.query(`comment on database ${pg.escapeIdentifier(values.database!)} is ${pg.escapeLiteral(SEED_MARK)}`);
+    await admin.query(`comment on database ${pg.escapeIdentifier(values.database)} is ${pg.escapeLiteral(SEED_MARK)}`);
   } finally {
     await admin.end();
   }

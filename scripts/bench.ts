@@ -175,12 +175,12 @@ async function startNode(name: string, entry: string, args: string[], env: Recor
     env: { PATH: process.env.PATH ?? '', ...env, PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  child.stdout!.pipe(process.stderr);
+  child.stdout.pipe(process.stderr);
   let lines = 0;
-  child.stdout!.on('data', (chunk: Buffer) => {
+  child.stdout.on('data', (chunk: Buffer) => {
     for (const byte of chunk) if (byte === 0x0a) lines++;
   });
-  child.stderr!.pipe(process.stderr);
+  child.stderr.pipe(process.stderr);
   const exited = new Promise((resolve) => child.once('exit', resolve));
   undo.push({ what: `stop the ${name}`, run: () => stopChild(child, exited) });
   void exited.then(() => {

@@ -44,7 +44,8 @@ for (const [name, service] of Object.entries((compose as ComposeFile).services))
 const dockerfile = await readFile('Dockerfile', 'utf8');
 for (const diagnostic of lintDockerfile(dockerfile)) {
   const severity = diagnostic.severity === ValidationSeverity.ERROR ? 'error' : 'warning';
-  problems.push(`Dockerfile:${diagnostic.range.start.line + 1} ${severity}: ${diagnostic.message}`);
+  const message = typeof diagnostic.message === 'string' ? diagnostic.message : diagnostic.message.value;
+  problems.push(`Dockerfile:${diagnostic.range.start.line + 1} ${severity}: ${message}`);
 }
 
 if (problems.length > 0) {

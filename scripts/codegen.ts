@@ -205,7 +205,7 @@ function kindOf(spec: JsonObject, property: Json | undefined): string {
   const schema = deref(spec, property);
   const types = ([] as Json[]).concat(schema.type ?? []).filter((type) => type !== 'null');
   if (types.includes('string')) return schema.format === 'date' ? 'date' : schema.format === 'date-time' ? 'timestamp' : schema.format === 'binary' ? 'binary' : 'text';
-  return String(types[0] ?? 'unknown');
+  return typeof types[0] === 'string' ? types[0] : 'unknown';
 }
 
 /**

@@ -45,7 +45,7 @@ const other = await createUser(app);
 const createAs = async (token: string) => {
   const res = await app.inject({ method: 'POST', url: '/api/contacts/', headers: { authorization: `Bearer ${token}` }, payload: contactBody() });
   if (res.statusCode !== 201) throw new Error(`create failed: ${res.statusCode} ${res.body}`);
-  return (res.json() as { id: number }).id;
+  return res.json<{ id: number }>().id;
 };
 const subjects: Subjects = {
   userId: session.id,
@@ -115,7 +115,7 @@ function parseResponse(bytes: Buffer, closed = true): Answer | null {
     const [statusLine = '', ...lines] = rest.subarray(0, headEnd).toString('latin1').split('\r\n');
     const status = Number(/^HTTP\/\d\.\d (\d{3})/.exec(statusLine)?.[1] ?? NaN);
     const headers = new Map(lines.map((line) => [line.slice(0, line.indexOf(':')).trim().toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]));
-    let body = rest.subarray(headEnd + 4);
+    const body = rest.subarray(headEnd + 4);
     if (status >= 100 && status < 200) {
       rest = body;
       continue;

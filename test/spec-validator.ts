@@ -46,7 +46,7 @@ export function specOperations(spec: JsonObject): SpecOperation[] {
   for (const [path, item] of Object.entries(spec.paths as JsonObject)) {
     for (const method of METHODS) {
       const operation = (item as JsonObject)[method] as JsonObject | undefined;
-      if (operation) operations.push({ operationId: String(operation.operationId), method: method.toUpperCase(), path, operation });
+      if (operation) operations.push({ operationId: operation.operationId as string, method: method.toUpperCase(), path, operation });
     }
   }
   return operations;

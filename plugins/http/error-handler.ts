@@ -47,7 +47,7 @@ export function notFoundHandler(_request: FastifyRequest, reply: FastifyReply) {
 /** Errors Fastify raises before routing (a malformed URL, say), which skip the error handler. */
 export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply) {
   const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
-  return reply.code(status).send({ detail: error.code === 'FST_ERR_BAD_URL' ? 'Malformed URL' : error.message });
+  void reply.code(status).send({ detail: error.code === 'FST_ERR_BAD_URL' ? 'Malformed URL' : error.message });
 }
 
 /**

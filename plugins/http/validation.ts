@@ -15,7 +15,7 @@ function makeAjv(options: Options): Ajv {
     keyword: 'binary',
     schemaType: 'boolean',
     code(cxt) {
-      cxt.fail(_`${cxt.schema} && !(${cxt.data} instanceof Uint8Array)`);
+      cxt.fail(_`${cxt.schema as boolean} && !(${cxt.data} instanceof Uint8Array)`);
     },
     error: { message: 'must be a file' },
   });
@@ -76,7 +76,7 @@ export function formatSchemaError(errors: FastifySchemaValidationError[], dataVa
   const [first] = errors;
   if (!first) return new Error(`${dataVar} is invalid`);
   const at = `${dataVar}${first.instancePath}`;
-  const params = first.params as Record<string, unknown>;
+  const params = first.params;
   if (first.keyword === 'required') return new Error(`${at}/${String(params.missingProperty)} is required`);
   if (first.keyword === 'additionalProperties') {
     return new Error(`${at}/${String(params.additionalProperty)} is not an allowed property`);

@@ -370,7 +370,7 @@ function operationsOf(doc: Node): Map<string, Operation> {
     const pathItem = asNode(pathItemValue);
     for (const method of METHODS) {
       if (!isNode(pathItem[method])) continue;
-      const op = pathItem[method] as Node;
+      const op = pathItem[method];
       const parameters = new Map<string, Node>();
       // Operation parameters override path-level ones with the same name and location.
       for (const value of [...asArray(pathItem.parameters), ...asArray(op.parameters)]) {

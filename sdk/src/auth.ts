@@ -28,12 +28,12 @@ export interface TokenSession {
   /** Holds the pair `login` returned, or forgets it (null). */
   set(tokens: TokenPair | null): void;
   /** The access token held: `createContactsClient`'s `getToken`. */
-  getToken(): string | null;
+  getToken: () => string | null;
   /**
    * `createContactsClient`'s `refresh`: holds and resolves with a new access token, or null when
    * there is none to get; a refresh token the service refuses (401) is forgotten.
    */
-  refresh(client: ContactsClient): Promise<string | null>;
+  refresh: (client: ContactsClient) => Promise<string | null>;
 }
 
 /** An in-memory token store; pass `tokens` from your own storage to resume a session. */

@@ -106,7 +106,7 @@ function toPage(page: PageOf<ContactRow>): ContactPage {
 /** Creates a contact for `ownerId`. */
 export async function createContact(deps: ContactsDeps, ownerId: number, body: ContactCreate): Promise<Contact> {
   const now = deps.now();
-  const fields = applyContactRules(writableFields(body) as ContactFields, now);
+  const fields = applyContactRules(writableFields(body), now);
   const row = await writing(() => repository.insertContact(deps.db, ownerId, fields, now));
   await invalidate(deps, ownerId);
   return toContact(row);

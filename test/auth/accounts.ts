@@ -60,7 +60,7 @@ export async function verifiedUser(app: FastifyInstance, overrides: Partial<Cred
   const creds = credentials(overrides);
   const res = await register(app, creds);
   if (res.statusCode !== 201) throw new Error(`register failed: ${res.statusCode} ${res.body}`);
-  const { id } = res.json() as { id: number };
+  const { id } = res.json<{ id: number }>();
   const token = app.tokens.sign(id, 'verify', 60);
   const verified = await app.inject({ method: 'GET', url: `/api/auth/verify-email?token=${token}` });
   if (verified.statusCode !== 200) throw new Error(`verify failed: ${verified.statusCode} ${verified.body}`);
@@ -78,7 +78,7 @@ export async function loggedInUser(app: FastifyInstance, overrides: Partial<Cred
   const user = await verifiedUser(app, overrides);
   const res = await login(app, user.username, user.password);
   if (res.statusCode !== 200) throw new Error(`login failed: ${res.statusCode} ${res.body}`);
-  const body = res.json() as { access_token: string; refresh_token: string };
+  const body = res.json<{ access_token: string; refresh_token: string }>();
   return { ...user, accessToken: body.access_token, refreshToken: body.refresh_token };
 }
 

@@ -344,7 +344,7 @@ t.test('every contacts operation needs a valid access token', async (t) => {
   ];
   for (const [method, url, payload] of calls) {
     for (const headers of [{}, { authorization: 'Bearer not-a-token' }]) {
-      const res = await app.inject({ method: method as 'GET', url, headers, ...(payload ? { payload: payload as object } : {}) });
+      const res = await app.inject({ method: method as 'GET', url, headers, ...(payload ? { payload: payload } : {}) });
       t.equal(res.statusCode, 401, `${method} ${url}`);
       t.equal(res.headers['www-authenticate'], 'Bearer');
       t.same(res.json(), { detail: 'Not authenticated' });

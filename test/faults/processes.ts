@@ -191,7 +191,7 @@ export async function startService(t: Test, env: Record<string, string>): Promis
   });
   const logs: LogLine[] = [];
   let partial = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
     const lines = (partial + chunk).split('\n');
     partial = lines.pop()!;
     for (const line of lines) {
@@ -204,7 +204,7 @@ export async function startService(t: Test, env: Record<string, string>): Promis
     }
   });
   let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() }));
   });

@@ -18,7 +18,7 @@ interface Harness {
   /** `METHOD /path status` of every request that reached fetch, retries included. */
   sent: string[];
   /** How many times the client called its refresh function. */
-  refreshes(): number;
+  refreshes: () => number;
 }
 
 /** A running service, a verified user logged in through the SDK, and a client that records its traffic. */

@@ -91,7 +91,7 @@ function* rowsOf(text: string): Generator<Row> {
   while (i < text.length) {
     const cells: string[] = [];
     let problem: string | null = null;
-    let quoted = false;
+    let quoted: boolean;
     for (;;) {
       let cell = '';
       quoted = text[i] === '"';
