@@ -25,7 +25,8 @@ function withoutLegacyIds(node: unknown, inProperties = false): unknown {
   );
 }
 
-const compose = parse(await readFile('compose.yaml', 'utf8')) as unknown;
+// Merge keys (<<) as Docker Compose reads them.
+const compose = parse(await readFile('compose.yaml', 'utf8'), { merge: true }) as unknown;
 const validCompose = ajv.compile(withoutLegacyIds(composeSchema) as object);
 if (!validCompose(compose)) {
   for (const error of validCompose.errors ?? []) problems.push(`compose.yaml${error.instancePath} ${error.message}`);
