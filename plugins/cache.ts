@@ -116,7 +116,8 @@ export function redisCache(
   const { answers: nearby, stop } = answerMemory();
   const userKey = (userId: number) => `${prefix}{u${userId}}:`;
 
-  const outage = outageLog(log, { down: 'redis cache unavailable; answering from the database', up: 'redis cache available again' });
+  // Settled: right after a reconnection the odd command still fails, which is no new outage.
+  const outage = outageLog(log, { down: 'redis cache unavailable; answering from the database', up: 'redis cache available again' }, 1_000);
 
   /** User → the instant their bypass ends. Re-inserting keeps the map in expiry order. */
   const bypassUntil = new Map<number, number>();

@@ -67,7 +67,8 @@ export default fp(
       return null;
     }
 
-    const outage = outageLog(app.log, { down: 'rate-limit store unavailable; requests are not counted', up: 'rate-limit store reachable again' });
+    // Settled: right after a reconnection the odd command still fails, which is no new outage.
+    const outage = outageLog(app.log, { down: 'rate-limit store unavailable; requests are not counted', up: 'rate-limit store reachable again' }, 1_000);
 
     app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
       const bucket = bucketOf(request);
