@@ -153,7 +153,7 @@ async function main(): Promise<void> {
     const tarball = path.join(work, tarballs[0]!);
     const listing = (await must('tar', 'tar', ['-tzf', tarball], { cwd: work })).split('\n').filter(Boolean).sort();
     const expected = ['package/README.md', 'package/package.json'].concat(
-      ['auth', 'client', 'conditional', 'errors', 'index', 'openapi'].flatMap((name) => [`package/dist/${name}.d.ts`, `package/dist/${name}.js`]),
+      ['auth', 'client', 'conditional', 'errors', 'index', 'openapi', 'sync'].flatMap((name) => [`package/dist/${name}.d.ts`, `package/dist/${name}.js`]),
     ).sort();
     if (JSON.stringify(listing) !== JSON.stringify(expected)) {
       throw new Error(`the tarball holds\n  ${listing.join('\n  ')}\nnot\n  ${expected.join('\n  ')}`);

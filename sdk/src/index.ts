@@ -14,5 +14,6 @@ export {
   type Refusal,
   type TaggedRead,
 } from './conditional.js';
+export { memorySyncStore, syncContacts, type MemorySyncStore, type SyncOptions, type SyncPage, type SyncResult, type SyncStore } from './sync.js';
 export { ApiError } from './errors.js';
 export type { components, operations, paths } from './openapi.js';
