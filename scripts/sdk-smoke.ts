@@ -39,10 +39,13 @@ async function must(step: string, file: string, args: string[], options: { cwd: 
 const installedVersion = async (name: string) =>
   (JSON.parse(await readFile(path.join(root, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
 
-/** The client another team would write: register, verify from the mailed link, log in, create and read a contact. */
+/**
+ * The client another team would write: register, verify from the mailed link, log in, create and
+ * read a contact, update it on a condition, and sync.
+ */
 const clientSource = `import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
-import { createContactsClient, login, tokenSession } from 'contacts-sdk';
+import { createContactsClient, getContactWithTag, login, memorySyncStore, syncContacts, tokenSession, updateContactIfUnchanged } from 'contacts-sdk';
 
 const baseUrl = process.env.BASE_URL!;
 const outbox = process.env.OUTBOX!;
@@ -81,6 +84,17 @@ const fetched = await client.GET('/api/contacts/{contact_id}', { params: { path:
 assert.equal(fetched.response.status, 200);
 assert.deepEqual(fetched.data, created.data);
 console.log(\`contact \${id} created and read back through contacts-sdk\`);
+
+const etag = created.response.headers.get('ETag')!;
+assert.deepEqual(await getContactWithTag(client, id, etag), { ok: true, notModified: true, etag });
+const updated = await updateContactIfUnchanged(client, id, etag, { first_name: 'Augusta' });
+if (!updated.ok) throw new Error(\`conditional update: \${updated.reason}\`);
+assert.deepEqual(await updateContactIfUnchanged(client, id, etag, { first_name: 'Stale' }), { ok: false, reason: 'changed' });
+const store = memorySyncStore();
+const synced = await syncContacts(client, store);
+assert.equal(synced.full, true);
+assert.deepEqual([...store.contacts.values()], [updated.contact]);
+console.log('conditional update and sync through contacts-sdk');
 `;
 
 /** The same call with a string id: the one error tsc must report. */
