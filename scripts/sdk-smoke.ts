@@ -39,10 +39,13 @@ async function must(step: string, file: string, args: string[], options: { cwd: 
 const installedVersion = async (name: string) =>
   (JSON.parse(await readFile(path.join(root, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
 
-/** The client another team would write: register, verify from the mailed link, log in, create and read a contact. */
+/**
+ * The client another team would write: register, verify from the mailed link, log in, create and
+ * read a contact, update it on a condition, and sync.
+ */
 const clientSource = `import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
-import { createContactsClient, login, tokenSession } from 'contacts-sdk';
+import { createContactsClient, getContactWithTag, login, memorySyncStore, syncContacts, tokenSession, updateContactIfUnchanged } from 'contacts-sdk';
 
 const baseUrl = process.env.BASE_URL!;
 const outbox = process.env.OUTBOX!;
@@ -81,6 +84,17 @@ const fetched = await client.GET('/api/contacts/{contact_id}', { params: { path:
 assert.equal(fetched.response.status, 200);
 assert.deepEqual(fetched.data, created.data);
 console.log(\`contact \${id} created and read back through contacts-sdk\`);
+
+const etag = created.response.headers.get('ETag')!;
+assert.deepEqual(await getContactWithTag(client, id, etag), { ok: true, notModified: true, etag });
+const updated = await updateContactIfUnchanged(client, id, etag, { first_name: 'Augusta' });
+if (!updated.ok) throw new Error(\`conditional update: \${updated.reason}\`);
+assert.deepEqual(await updateContactIfUnchanged(client, id, etag, { first_name: 'Stale' }), { ok: false, reason: 'changed' });
+const store = memorySyncStore();
+const synced = await syncContacts(client, store);
+assert.equal(synced.full, true);
+assert.deepEqual([...store.contacts.values()], [updated.contact]);
+console.log('conditional update and sync through contacts-sdk');
 `;
 
 /** The same call with a string id: the one error tsc must report. */
@@ -153,7 +167,7 @@ async function main(): Promise<void> {
     const tarball = path.join(work, tarballs[0]!);
     const listing = (await must('tar', 'tar', ['-tzf', tarball], { cwd: work })).split('\n').filter(Boolean).sort();
     const expected = ['package/README.md', 'package/package.json'].concat(
-      ['auth', 'client', 'index', 'openapi'].flatMap((name) => [`package/dist/${name}.d.ts`, `package/dist/${name}.js`]),
+      ['auth', 'client', 'conditional', 'errors', 'index', 'openapi', 'sync'].flatMap((name) => [`package/dist/${name}.d.ts`, `package/dist/${name}.js`]),
     ).sort();
     if (JSON.stringify(listing) !== JSON.stringify(expected)) {
       throw new Error(`the tarball holds\n  ${listing.join('\n  ')}\nnot\n  ${expected.join('\n  ')}`);

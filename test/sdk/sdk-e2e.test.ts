@@ -132,7 +132,7 @@ async function typechecker(t: Test): Promise<(source: string) => Promise<{ code:
 t.test('tsc refuses code that misuses the client', async (t) => {
   const check = await typechecker(t);
   const typecheck = (source: string) =>
-    check(`import { createContactsClient, login } from 'contacts-sdk';\nconst client = createContactsClient('http://x', async () => null);\n${source}\n`);
+    check(`import { createContactsClient, login, updateContactIfUnchanged } from 'contacts-sdk';\nconst client = createContactsClient('http://x', async () => null);\n${source}\n`);
 
   const correct = await typecheck(
     "void client.POST('/api/contacts/', { body: { first_name: 'A', last_name: 'B', email: 'a@b.co', phone: '+14155550123', birthday: '1990-01-01' } });",
@@ -159,6 +159,12 @@ t.test('tsc refuses code that misuses the client', async (t) => {
   t.not(noPassword.code, 0);
   t.match(noPassword.output, /Property 'password' is missing/);
 
+  const unnarrowed = await typecheck(
+    "void updateContactIfUnchanged(client, 1, '\"tag\"', { first_name: 'A' }).then((r) => r.contact.first_name);",
+  );
+  t.not(unnarrowed.code, 0, 'a conditional result must be narrowed on `ok` first');
+  t.match(unnarrowed.output, /error TS2339: Property 'contact' does not exist on type 'ConditionalWrite'/);
+
   const syncRefresh = await typecheck("createContactsClient('http://x', () => null, { refresh: () => 'token' });");
   t.not(syncRefresh.code, 0, 'refresh must be async');
   t.match(syncRefresh.output, /Type 'string' is not assignable to type 'Promise<string \| null>'/);
@@ -168,10 +174,10 @@ t.test("the README's examples compile", async (t) => {
   const typecheck = await typechecker(t);
   const readme = await readFile('sdk/README.md', 'utf8');
   const examples = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!);
-  t.equal(examples.length, 3);
+  t.equal(examples.length, 5);
   // Each example in a function of its own, with what the text around it supplies.
   const source = [
-    "import { createContactsClient, login, refreshTokens, tokenSession, type ContactsClient } from 'contacts-sdk';",
+    "import { ApiError, createContactsClient, getContactWithTag, login, memorySyncStore, refreshTokens, syncContacts, tokenSession, updateContactIfUnchanged, type ContactsClient } from 'contacts-sdk';",
     'declare const baseUrl: string;',
     'declare const client: ContactsClient;',
     'declare const storage: { get(key: string): Promise<string>; set(key: string, value: string): Promise<void> };',
