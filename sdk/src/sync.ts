@@ -11,15 +11,15 @@ export type SyncPage = components['schemas']['SyncPage'];
  */
 export interface SyncStore {
   /** The token saved last, or null for none (the next sync is a full one). */
-  getToken(): string | null | Promise<string | null>;
+  getToken: () => string | null | Promise<string | null>;
   /** Adds the contact, or replaces the one held with the same id. */
-  put(contact: Contact): void | Promise<void>;
+  put: (contact: Contact) => void | Promise<void>;
   /** Forgets the contact with this id, if one is held. */
-  remove(id: number): void | Promise<void>;
+  remove: (id: number) => void | Promise<void>;
   /** Forgets every contact: a full sync is about to put them all again. */
-  clear(): void | Promise<void>;
+  clear: () => void | Promise<void>;
   /** Saves a page's `next_token`; called only once the page's puts and removes are done. */
-  setToken(token: string): void | Promise<void>;
+  setToken: (token: string) => void | Promise<void>;
 }
 
 export interface SyncOptions {
@@ -80,9 +80,15 @@ export async function syncContacts(client: ContactsClient, store: SyncStore, opt
 }
 
 /** A SyncStore in memory: `contacts` by id and the `token`, for tests and short-lived clients. */
+/** A store in memory: every call completes at once. */
 export interface MemorySyncStore extends SyncStore {
   readonly contacts: ReadonlyMap<number, Contact>;
   readonly token: string | null;
+  getToken: () => string | null;
+  put: (contact: Contact) => void;
+  remove: (id: number) => void;
+  clear: () => void;
+  setToken: (token: string) => void;
 }
 
 /** An empty MemorySyncStore. */
@@ -95,16 +101,10 @@ export function memorySyncStore(): MemorySyncStore {
       return token;
     },
     getToken: () => token,
-    put(contact) {
-      contacts.set(contact.id, contact);
-    },
-    remove(id) {
-      contacts.delete(id);
-    },
-    clear() {
-      contacts.clear();
-    },
-    setToken(next) {
+    put: (contact) => void contacts.set(contact.id, contact),
+    remove: (id) => void contacts.delete(id),
+    clear: () => contacts.clear(),
+    setToken: (next) => {
       token = next;
     },
   };
