@@ -86,17 +86,33 @@ export function memoryCache(): AnswerCache & { stop: () => void } {
 
 /**
  * One round trip per read: the user's generation, and the answer stored under it unless this
- * process already holds that generation's answer (then only the generation travels).
+ * process already holds that generation's answer (then only the generation travels). A user with
+ * no generation in Redis (it restarted empty, or evicted the key) starts at a new one above every
+ * earlier one (ARGV[4], from the clock), so no answer an instance still holds can match it.
  */
 const READ_SCRIPT = `
-local generation = redis.call('GET', KEYS[1]) or '0'
+local generation = redis.call('GET', KEYS[1])
+if not generation then
+  generation = ARGV[4]
+  redis.call('SET', KEYS[1], generation)
+end
 if generation == ARGV[2] then return {generation} end
 return {generation, redis.call('GET', ARGV[1] .. generation .. ':' .. ARGV[3])}
 `;
 
-interface ReadCommand {
-  cacheRead(generationKey: string, answerPrefix: string, heldGeneration: string, key: string): Promise<[string, string | null] | [string]>;
+/** Moves the user to the next generation; a missing one starts above every earlier one, as in READ_SCRIPT. */
+const INVALIDATE_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[1]) end
+return redis.call('INCR', KEYS[1])
+`;
+
+interface CacheCommands {
+  cacheRead(generationKey: string, answerPrefix: string, heldGeneration: string, key: string, firstGeneration: string): Promise<[string, string | null] | [string]>;
+  cacheInvalidate(generationKey: string, firstGeneration: string): Promise<number>;
 }
+
+/** A first generation above any this deployment handed out before: microseconds of the wall clock. */
+const firstGeneration = (nowMs: number) => String(nowMs * 1000);
 
 /**
  * Cache over Redis, shared by every instance, with this process's own copy of recent answers in
@@ -111,8 +127,11 @@ export function redisCache(
   log: FastifyBaseLogger,
   now: () => number = Date.now,
 ): AnswerCache & { stop: () => void } {
-  if (!('cacheRead' in client)) client.defineCommand('cacheRead', { numberOfKeys: 1, lua: READ_SCRIPT });
-  const redis = client as Redis & ReadCommand;
+  if (!('cacheRead' in client)) {
+    client.defineCommand('cacheRead', { numberOfKeys: 1, lua: READ_SCRIPT });
+    client.defineCommand('cacheInvalidate', { numberOfKeys: 1, lua: INVALIDATE_SCRIPT });
+  }
+  const redis = client as Redis & CacheCommands;
   const { answers: nearby, stop } = answerMemory();
   const userKey = (userId: number) => `${prefix}{u${userId}}:`;
 
@@ -135,7 +154,7 @@ export function redisCache(
       const held = nearby.get(`${userId} ${key}`);
       let reply;
       try {
-        reply = await redis.cacheRead(`${userKey(userId)}g`, `${userKey(userId)}a:`, String(held?.generation ?? ''), key);
+        reply = await redis.cacheRead(`${userKey(userId)}g`, `${userKey(userId)}a:`, String(held?.generation ?? ''), key, firstGeneration(now()));
         outage.answered();
       } catch (error) {
         outage.failed(error);
@@ -160,7 +179,7 @@ export function redisCache(
     },
     async invalidate(userId) {
       try {
-        await redis.incr(`${userKey(userId)}g`);
+        await redis.cacheInvalidate(`${userKey(userId)}g`, firstGeneration(now()));
         outage.answered();
       } catch (error) {
         outage.failed(error);
