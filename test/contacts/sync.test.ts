@@ -5,6 +5,7 @@
  */
 import type { LightMyRequestResponse } from 'fastify';
 import { sql } from 'kysely';
+import pg from 'pg';
 import t, { type Test } from 'tap';
 import { encodeSyncToken, type SyncState } from '../../src/contacts/sync-token.js';
 import { backend, TEST_JWT_SECRET } from '../helper.js';
@@ -369,6 +370,69 @@ t.test('tombstones are kept for the retention and purged after it', async (t) =>
   t.equal(await tombstoneCount(gone!.id), 0, 'past the retention, a sync purges it');
   t.equal(await tombstoneCount(kept!.id), 0, 'a contact never deleted has none');
 });
+
+t.test('no deletion is lost to clock skew between instances near the end of the retention', async (t) => {
+  // Two instances whose clocks differ by three minutes, played by one clock that goes back: the
+  // instance ahead purges what it thinks is old, the one behind still accepts the token that needs it.
+  const { call } = await newUser();
+  const [doomed] = await createContacts(call, [contactBody(), contactBody()]);
+  const replica = new Replica(call);
+  const issuedAt = Date.now();
+  clock = new Date(issuedAt);
+  t.teardown(() => {
+    clock = new Date(start);
+  });
+  await replica.round();
+  await call('DELETE', `/api/contacts/${doomed!.id}`);
+
+  clock = new Date(issuedAt + 30 * DAY_MS + 2 * 60_000);
+  t.equal((await call('GET', '/api/contacts/sync')).statusCode, 200, 'the instance ahead: a full sync (and its purge)');
+  clock = new Date(issuedAt + 30 * DAY_MS - 60_000);
+  const res = await call('GET', syncUrl(replica.token));
+  if (res.statusCode === 410) {
+    t.strictSame(res.json(), EXPIRED, 'the instance behind refuses the token');
+  } else {
+    t.equal(res.statusCode, 200);
+    replica.apply(res.json());
+    t.notOk(replica.contacts.has(doomed!.id), 'the instance behind still tells the deletion');
+  }
+});
+
+t.test(
+  'no deletion is lost to a long transaction: its tombstone is stamped when the transaction began',
+  { skip: backend !== 'postgres' && 'a transaction held open beside the service needs a second session' },
+  async (t) => {
+    const { call } = await newUser();
+    const [doomed] = await createContacts(call, [contactBody(), contactBody()]);
+    const replica = new Replica(call);
+    clock = new Date();
+    t.teardown(() => {
+      clock = new Date(start);
+    });
+    await replica.round();
+
+    // A transaction deletes the contact, then runs on for a second before it commits; meanwhile a
+    // sync round begins, so its token's frontier must take that deletion in.
+    const session = new pg.Client({ connectionString: app.config.databaseUrl! });
+    await session.connect();
+    t.teardown(() => session.end());
+    await session.query('begin');
+    await session.query('delete from contacts where id = $1', [doomed!.id]);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    clock = new Date();
+    const frontierAt = clock.getTime();
+    await replica.round();
+    await session.query('commit');
+
+    // Exactly the retention later the token is still good, and a full sync (anyone's) has purged.
+    clock = new Date(frontierAt + 30 * DAY_MS);
+    t.equal((await call('GET', '/api/contacts/sync')).statusCode, 200);
+    const res = await call('GET', syncUrl(replica.token));
+    t.equal(res.statusCode, 200, 'the token is accepted');
+    replica.apply(res.json());
+    t.notOk(replica.contacts.has(doomed!.id), 'and it tells the deletion');
+  },
+);
 
 t.test('writes between the pages of a full sync and of a delta are never missed', async (t) => {
   const { call } = await newUser();
