@@ -332,6 +332,7 @@ async function syncRace(t: Test, options: SyncRaceOptions): Promise<void> {
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
   const live = new Set<number>();
   const tags = new Map<number, string>();
+  const issued = new Set<string>();
   const counts: Record<string, number> = {};
   const count = (what: string) => (counts[what] = (counts[what] ?? 0) + 1);
   const problems: string[] = [];
@@ -373,7 +374,13 @@ async function syncRace(t: Test, options: SyncRaceOptions): Promise<void> {
     }
     const expected = op === 'create' ? [201] : conditional ? [200, 404, 412] : [200, 404];
     if (!expected.includes(res.status)) problems.push(`${op} through ${endpoint.name}: ${res.status} ${JSON.stringify(res.body)}`);
-    if (res.status < 300 && op !== 'delete' && res.headers.etag) tags.set(res.body.id, res.headers.etag);
+    if (res.status < 300 && op !== 'delete') {
+      const tag = res.headers.etag!;
+      // Every write makes a new state, and a state's tag never repeats for the contact.
+      if (op !== 'patch, nothing to write' && issued.has(`${res.body.id} ${tag}`)) problems.push(`${op}: ETag ${tag} of contact ${res.body.id} issued twice`);
+      issued.add(`${res.body.id} ${tag}`);
+      tags.set(res.body.id, tag);
+    }
     count(`api ${op} ${res.status}`);
   }
 
