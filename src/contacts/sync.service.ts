@@ -22,6 +22,14 @@ type SyncPage = components['schemas']['SyncPage'];
 export type SyncDeps = Pick<FastifyInstance, 'db' | 'config' | 'now'>;
 
 const DAY_MS = 86_400_000;
+/**
+ * Tombstones outlive the tokens that may need them by a day. A deletion is stamped with the
+ * database's clock when its transaction began, which can be well before the frontier that needs it
+ * (a transaction open for a while), and each instance judges a token's age by its own clock, which
+ * differs from the database's and from the other instances'. Purged at exactly the retention, a
+ * tombstone could go while some instance still accepts a token whose next delta must tell it.
+ */
+const PURGE_MARGIN_MS = DAY_MS;
 
 /** A page of the owner's changes since `token` (everything without one); see the comment above. */
 export async function syncContacts(deps: SyncDeps, ownerId: number, token: string | undefined, limit: number): Promise<SyncPage> {
@@ -34,7 +42,7 @@ export async function syncContacts(deps: SyncDeps, ownerId: number, token: strin
     if (error instanceof SyncTokenError) throw error.expired ? new HttpError(410, error.message) : new BadRequest(error.message);
     throw error;
   }
-  await repository.purgeTombstones(deps.db, ownerId, new Date(now - retentionMs));
+  await repository.purgeTombstones(deps.db, ownerId, new Date(now - retentionMs - PURGE_MARGIN_MS));
   const { contacts, deleted, next, hasMore } = state.phase === 'full' ? await fullPage(deps, ownerId, state, limit) : await deltaPage(deps, ownerId, state, limit, now);
   return { contacts, deleted, next_token: encodeSyncToken(deps.config.jwtSecret, ownerId, next), has_more: hasMore };
 }
