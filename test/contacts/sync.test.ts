@@ -282,7 +282,7 @@ t.test('tokens: malformed, tampered, signed with another key or issued to anothe
   const reencoded = (changes: Record<string, unknown>) => Buffer.from(JSON.stringify({ u: user.id, ...claims, ...changes })).toString('base64url');
   const flip = (text: string, at: number) => text.slice(0, at) + (text[at] === 'A' ? 'B' : 'A') + text.slice(at + 1);
   const state = (changes: Record<string, unknown>) =>
-    encodeSyncToken(TEST_JWT_SECRET, user.id, { phase: 'delta', since: '1', sinceAt: clock.getTime(), after: null, next: null, nextAt: null, ...changes } as SyncState);
+    encodeSyncToken(TEST_JWT_SECRET, user.id, { phase: 'delta', since: '1', sinceAt: clock.getTime(), after: null, next: null, nextAt: null, ...changes });
 
   const bad: [string, string][] = [
     ['garbage', 'garbage'],
