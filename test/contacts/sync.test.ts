@@ -7,7 +7,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { sql } from 'kysely';
 import pg from 'pg';
 import t, { type Test } from 'tap';
-import { encodeSyncToken, type SyncState } from '../../src/contacts/sync-token.js';
+import { encodeSyncToken } from '../../src/contacts/sync-token.js';
 import { backend, TEST_JWT_SECRET } from '../helper.js';
 import { as, buildContactsApp, type Caller, contactBody, createContacts, createUser, type TestUser } from './fixtures.js';
 
