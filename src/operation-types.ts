@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { FastifyRequest } from 'fastify';
 import type { operations } from './generated/openapi.js';
 import type { DefaultedQuery, OperationId, SuccessHeaders, operationTable } from './generated/operations.js';
@@ -20,7 +21,9 @@ type Body<K extends OperationId> = Operation<K>['requestBody'] extends { content
 
 type SuccessStatus<K extends OperationId> = keyof SuccessHeaders[K] & keyof Operation<K>['responses'];
 type ResponseBody<K extends OperationId, S extends SuccessStatus<K>> =
-  Operation<K>['responses'][S] extends { content: infer C } ? C[keyof C] : undefined;
+  Operation<K>['responses'][S] extends { content: infer C } ? Sendable<C[keyof C]> : undefined;
+/** A text body may also be a stream of that text (an export): Fastify sends it as it comes. */
+type Sendable<B> = [B] extends [string] ? B | Readable : B;
 type HeadersOf<H> = object extends H ? { headers?: H } : { headers: H };
 
 /** One success response of operation K: its status, its body and the headers the spec makes the handler set. */

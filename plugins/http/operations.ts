@@ -4,6 +4,7 @@ import { namesTag, weakTagOf } from './conditional.js';
 import { BadRequest, HttpError, ValidationFailed } from './errors.js';
 import { unstorableInput } from './input-guard.js';
 import { multipartReader } from './multipart.js';
+import { compileValidator, formatSchemaError } from './validation.js';
 
 /** One operation of the contract, as scripts/codegen.ts writes it into the generated route table. */
 export interface OperationSpec {
@@ -97,6 +98,25 @@ function trimFields(fields: readonly string[]) {
   };
 }
 
+/**
+ * A body checked outside a request as the operation's route checks its JSON body: `x-trim` fields
+ * trimmed, unstorable text refused, then the body schema. Gives the body as checked, or the 422
+ * `detail` the route would answer. For bodies that arrive inside another one (an import's entries).
+ */
+export function bodyCheckerOf(operation: OperationSpec): (body: Record<string, unknown>) => { body: Record<string, unknown> } | { detail: string } {
+  const validate = compileValidator({ schema: (operation.schema as { body: object }).body, httpPart: 'body' });
+  return (body) => {
+    const checked = { ...body };
+    for (const field of operation.trimmedBodyFields) {
+      if (typeof checked[field] === 'string') checked[field] = checked[field].trim();
+    }
+    const unstorable = unstorableInput('body', checked);
+    if (unstorable) return { detail: unstorable };
+    if (!validate(checked)) return { detail: formatSchemaError(validate.errors ?? [], 'body').message };
+    return { body: checked };
+  };
+}
+
 const DAY_MS = 86_400_000;
 
 /** Sends a success answer: the status, the headers, and the body in the operation's content type. */
@@ -104,7 +124,8 @@ function answer(operation: OperationSpec, reply: FastifyReply, result: Operation
   reply.code(result.status);
   if (result.headers) reply.headers(result.headers);
   const contentType = operation.successContentTypes[result.status];
-  if (contentType && contentType !== 'application/json') reply.type(contentType);
+  // A handler may name the type itself, e.g. when one status has several (an export's vCard or CSV).
+  if (contentType && contentType !== 'application/json' && !reply.hasHeader('content-type')) reply.type(contentType);
   return reply.send(result.body);
 }
 

@@ -1,4 +1,5 @@
 import {
+  CompiledQuery,
   type ExpressionBuilder,
   type Insertable,
   type Kysely,
@@ -165,6 +166,65 @@ export async function listContacts(
   const total = result[0]?.total ?? 0;
   const rows = result.flatMap(({ total: _total, ...row }) => (row.id === null ? [] : [row as ContactRow]));
   return { total, rows };
+}
+
+/**
+ * Every contact of the owner matching `conditions`, in `sort` order, in batches of `batchSize`:
+ * a cursor in a read-only repeatable-read transaction, so the batches are one snapshot and only one
+ * batch is in memory at a time. The transaction ends with the generator, however it stops.
+ */
+export async function* streamContacts(
+  db: Kysely<Database>,
+  ownerId: number,
+  conditions: readonly Condition[],
+  sort: readonly SortKey[],
+  batchSize: number,
+): AsyncGenerator<ContactRow[]> {
+  const matching = orderTerms(sort).reduce(
+    (query, [term, direction]) => query.orderBy(term, direction),
+    db.selectFrom('contacts').where((eb) => eb.and([eb('owner_id', '=', ownerId), filterPredicate(eb, conditions)])).select(CONTACT_COLUMNS),
+  );
+  const { sql: select, parameters } = matching.compile();
+  const trx = await db.startTransaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute();
+  try {
+    await trx.executeQuery(CompiledQuery.raw(`declare contacts_export no scroll cursor for ${select}`, [...parameters]));
+    for (;;) {
+      const { rows } = await trx.executeQuery<ContactRow>(CompiledQuery.raw(`fetch ${batchSize} from contacts_export`));
+      if (rows.length === 0) break;
+      yield rows;
+    }
+  } finally {
+    // Read-only, so ending it either way is the same. A rollback that fails (a dead connection)
+    // still releases the connection, and there is nothing left to undo.
+    await trx.rollback().execute().catch(() => undefined);
+  }
+}
+
+/**
+ * Inserts `contacts` for `ownerId` in one transaction, stamped `now`, skipping any whose e-mail the
+ * owner already has (ignoring case, also one committed meanwhile). Returns the e-mails of the rows
+ * inserted, as given.
+ */
+export async function insertContacts(db: Kysely<Database>, ownerId: number, contacts: readonly ContactFields[], now: Date): Promise<Set<string>> {
+  // 1,000 rows of at most 10 parameters each stay far below PostgreSQL's 65,535 per statement.
+  const CHUNK = 1000;
+  return db.transaction().execute(async (trx) => {
+    const inserted = new Set<string>();
+    for (let start = 0; start < contacts.length; start += CHUNK) {
+      const rows = await trx
+        .insertInto('contacts')
+        .values(
+          contacts
+            .slice(start, start + CHUNK)
+            .map((fields) => ({ ...(columnValues(fields) as Insertable<ContactsTable>), owner_id: ownerId, created_at: now, updated_at: now })),
+        )
+        .onConflict((conflict) => conflict.doNothing())
+        .returning('email')
+        .execute();
+      for (const row of rows) inserted.add(row.email);
+    }
+    return inserted;
+  });
 }
 
 /**

@@ -2,6 +2,7 @@ import { pageHeaders } from '../../plugins/http/pagination.js';
 import type { OperationHandlers } from '../operation-types.js';
 import * as contacts from './contacts.service.js';
 import * as sync from './sync.service.js';
+import * as transfer from './transfer.service.js';
 
 /** A contact answer: the contact and its strong tag. */
 const tagged = (contact: contacts.Contact) => ({ body: contact, headers: { ETag: contacts.contactTag(contact) } });
@@ -29,6 +30,21 @@ export const contactsHandlers = {
   async syncContacts(request) {
     const { token, limit } = request.query;
     return { status: 200, body: await sync.syncContacts(request.server, request.userId, token, limit) };
+  },
+
+  async exportContacts(request) {
+    const { format, query, sort } = request.query;
+    const file = await transfer.exportContacts(request.server, request.userId, format, query, sort);
+    return {
+      status: 200,
+      body: file.content,
+      headers: { 'Content-Type': file.contentType, 'Content-Disposition': `attachment; filename="${file.fileName}"` },
+    };
+  },
+
+  async importContacts(request) {
+    const type = request.headers['content-type']!.split(';', 1)[0]!.trim().toLowerCase() as transfer.ImportType;
+    return { status: 200, body: await transfer.importContacts(request.server, request.userId, type, request.body) };
   },
 
   async getContact(request) {

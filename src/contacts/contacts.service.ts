@@ -6,8 +6,8 @@ import { birthdayWindow } from './birthdays.js';
 import * as repository from './contacts.repository.js';
 import { CONTACT_COLUMNS, type ContactFields, type ContactRow, type PageOf, type PageRequest } from './contacts.repository.js';
 import { schemaFields } from '../generated/schemas.js';
-import { FilterError, parseFilter, stripPhoneSeparators } from './filter.js';
-import { parseSort, SortError } from './sort.js';
+import { type Condition, FilterError, parseFilter, stripPhoneSeparators } from './filter.js';
+import { parseSort, SortError, type SortKey } from './sort.js';
 
 export type Contact = components['schemas']['Contact'];
 type ContactCreate = components['schemas']['ContactCreate'];
@@ -20,7 +20,7 @@ const ADDITIONAL_DATA_MAX_BYTES = 16 * 1024;
 const E164 = /^\+[1-9][0-9]{6,14}$/;
 const EARLIEST_BIRTHDAY = '1900-01-01';
 const NOT_FOUND = 'Contact not found';
-const DUPLICATE_EMAIL = 'Contact with this email already exists';
+export const DUPLICATE_EMAIL = 'Contact with this email already exists';
 const CHANGED = 'Precondition Failed: the contact has changed';
 /** A row's values as the API writes them: instants as millisecond UTC ISO strings. */
 type AsApi<Row> = { [K in keyof Row]: Row[K] extends Date ? string : Row[K] };
@@ -67,7 +67,7 @@ function jsonBytes(value: unknown): number {
 }
 
 /** The writable fields of a request body (openapi.yaml's ContactPatch); read-only ones (`id`, `created_at`, `updated_at`) are dropped. */
-function writableFields(body: ContactPatch): ContactFields {
+export function writableFields(body: ContactPatch): ContactFields {
   const fields: ContactFields = {};
   for (const key of schemaFields.ContactPatch.writable) {
     if (body[key] !== undefined) Object.assign(fields, { [key]: body[key] });
@@ -90,7 +90,7 @@ async function writing<T>(write: () => Promise<T>): Promise<T> {
 }
 
 /** After a committed write: the owner's cached reads all miss from now on. */
-async function invalidate(deps: ContactsDeps, ownerId: number): Promise<void> {
+export async function invalidate(deps: ContactsDeps, ownerId: number): Promise<void> {
   await deps.cache.invalidate(ownerId);
 }
 
@@ -206,16 +206,18 @@ export async function listContacts(
   sort: string,
   page: PageRequest,
 ): Promise<ContactPage> {
-  let conditions;
-  let keys;
+  const { conditions, keys } = parseListing(query, sort);
+  return toPage(await repository.listContacts(deps.db, ownerId, conditions, page, keys));
+}
+
+/** The filter and sort expressions of a listing (the list, an export); a bad one is a 400. */
+export function parseListing(query: string | undefined, sort: string): { conditions: Condition[]; keys: SortKey[] } {
   try {
-    conditions = parseFilter(query ?? '');
-    keys = parseSort(sort);
+    return { conditions: parseFilter(query ?? ''), keys: parseSort(sort) };
   } catch (error) {
     if (error instanceof FilterError || error instanceof SortError) throw new BadRequest(error.message);
     throw error;
   }
-  return toPage(await repository.listContacts(deps.db, ownerId, conditions, page, keys));
 }
 
 /** A page of the owner's contacts whose next birthday is within `days` days of today (UTC). */

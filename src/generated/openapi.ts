@@ -277,6 +277,80 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/api/contacts/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export contacts as vCard or CSV
+         * @description Every contact of the user that matches `query`, in `sort` order, as one file. The answer is
+         *     streamed from the database in batches, so the service's memory stays flat at any count; it
+         *     reads one consistent snapshot, so writes that commit meanwhile are in it entirely or not at
+         *     all. Not paginated and not cached.
+         *
+         *     - `vcard` (default): vCard 4.0 (RFC 6350), `text/vcard; charset=utf-8`, file name
+         *       `contacts.vcf`. Each contact is `BEGIN:VCARD`, `VERSION:4.0`, `FN:first last`,
+         *       `N:last;first;;;`, `EMAIL`, `TEL;VALUE=uri:tel:+…`, `BDAY:YYYYMMDD`, `REV` (the
+         *       contact's `updated_at`, to the second) and, when present, `X-ADDITIONAL-DATA` (its JSON,
+         *       escaped like any TEXT value), then `END:VCARD`. Lines end in CRLF and are folded at 75
+         *       octets; `\`, `,`, `;` and line breaks in values are escaped.
+         *     - `csv`: RFC 4180, `text/csv; charset=utf-8`, file name `contacts.csv`, lines ending in
+         *       CRLF. The header row is `first_name,last_name,email,phone,birthday,additional_data`;
+         *       `additional_data` is the JSON text, or empty when null. A field holding a comma, a quote
+         *       or a line break is quoted, its quotes doubled.
+         *
+         *     No contact matching is not an error: an empty vCard file, or the CSV header alone.
+         */
+        get: operations["exportContacts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/contacts/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import contacts from vCard or CSV
+         * @description Creates a contact from each entry of a vCard or CSV file (UTF-8). Each entry obeys the rules
+         *     of `POST /api/contacts/`; the valid ones are created together in one transaction, and the
+         *     others are reported by entry number and skipped. An entry whose e-mail the user already has,
+         *     or which an earlier entry of the file has (ignoring case), is reported with the 409 wording.
+         *
+         *     - vCard (`text/vcard`, 3.0 or 4.0): the name comes from `N` (family; given), or from `FN`
+         *       split at its last space when `N` has none; the first `EMAIL`, the first `TEL` (normalised
+         *       by the phone rule, a `tel:` URI or text), `BDAY` as `YYYYMMDD` or `YYYY-MM-DD`, and
+         *       `X-ADDITIONAL-DATA` (JSON text). Folded lines, parameters such as `TYPE`, group prefixes
+         *       and other properties are read or ignored as RFC 6350 and RFC 2426 allow. A card without
+         *       one of the five fields is reported as the create would report the missing field.
+         *     - CSV (`text/csv`, RFC 4180): the first row is the header; columns are matched by name in
+         *       any order and unknown columns are ignored. A missing column among `first_name`,
+         *       `last_name`, `email`, `phone`, `birthday` is 400 before any row is read (the first
+         *       missing, in that order). `additional_data` is optional: JSON text, or empty for null.
+         *       Blank lines are skipped and not counted.
+         *     - Entries count from 1: cards, or CSV rows after the header. At most 10,000 entries (413,
+         *       and nothing is created) and 10 MiB.
+         *     - Not cached; afterwards the user's cached lists are stale at once, as after any write.
+         */
+        post: operations["importContacts"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/contacts/get-upcoming-birthday": {
         parameters: {
             query?: never;
@@ -657,6 +731,23 @@ export type components = {
             has_more: boolean;
         };
         /**
+         * Format: binary
+         * @description A vCard or CSV file in UTF-8.
+         */
+        ImportFile: Uint8Array;
+        /** @description The outcome of an import. */
+        ImportReport: {
+            /** @description Contacts created. */
+            created: number;
+            /** @description The entries not created, in file order, each with the reason the API gives for such a create. */
+            errors: {
+                /** @description The entry's number, from 1 (a card, or a CSV row after the header). */
+                entry: number;
+                /** @description Why it was not created, in the wording of `POST /api/contacts/` (422 or 409). */
+                detail: string;
+            }[];
+        };
+        /**
          * @description The body of create and replace. `id`, `created_at` and `updated_at` may be sent back as read
          *     and are ignored.
          */
@@ -859,6 +950,51 @@ export type components = {
         skip: number;
         /** @description Records per page, at most 1000. */
         limit: number;
+        /**
+         * @description Up to 3 comma-separated keys from `id`, `first_name`, `last_name`, `email`, `birthday`,
+         *     `created_at`, `updated_at`, each optionally prefixed by `-` for descending order. Ties are
+         *     broken by `id` ascending. Text keys order by the lower-cased value, then by the value
+         *     itself, both byte-wise (C collation); `-` reverses the whole key. A list's `Link` URLs keep it.
+         *
+         *     Errors are 400, keys checked left to right and the count last: an unknown key is
+         *     `Invalid sort field 'x'` (named without its `-`); more than 3 keys, a field named twice (in
+         *     either direction) or an empty key is `Invalid sort expression`.
+         */
+        sort: string;
+        /**
+         * @description A filter expression: `<field>:<operator>:<value>` conditions joined by `,` and combined
+         *     with AND, optionally preceded by bare search terms.
+         *
+         *     | Field | Operators |
+         *     |---|---|
+         *     | `first_name`, `last_name`, `email` | `eq`, `in_`, `like`, `ilike`, `startswith`, `endswith`, `contains` |
+         *     | `phone` | `eq`, `in_`, `like`, `startswith` |
+         *     | `birthday`, `created_at`, `updated_at` | `eq`, `gt`, `lt`, `between` |
+         *
+         *     - Only the first two colons split a condition, so values may hold colons. A comma starts a
+         *       new condition only when what follows matches `[A-Za-z_][A-Za-z0-9_]*:[A-Za-z_]+:`;
+         *       other commas belong to the value. Field and operator names are lower case.
+         *     - `in_` takes a JSON list of strings (`["John","Jane"]`); `between` takes `lower,upper`,
+         *       both inclusive.
+         *     - `like` and `ilike` patterns use `%` and `_` as in SQL, with `\%` and `\_` for the
+         *       literal characters; `contains`, `startswith` and `endswith` take the value literally.
+         *       `ilike` ignores case; every other operator is case-sensitive.
+         *     - `birthday` takes `YYYY-MM-DD`. `created_at` and `updated_at` take a date, meaning that
+         *       whole UTC day (`eq` within it, `gt` after it, `lt` before it, `between` from the first
+         *       day's start to the last day's end), or an ISO 8601 datetime with `Z` or an offset
+         *       (compared at millisecond precision).
+         *     - Phone values lose spaces, `-`, `.`, `(` and `)` as stored phones do.
+         *     - A bare term (`smith`) matches contacts whose first name, last name, e-mail or phone
+         *       contains it, ignoring case. Bare terms come before the first condition.
+         *     - At most 2,000 characters and 20 conditions.
+         *
+         *     Errors are 400: `Invalid filter field 'nickname'`,
+         *     `Invalid filter operator 'gte' for field 'first_name'`,
+         *     `Invalid filter value '1990-13-01' for field 'birthday'`,
+         *     `Malformed filter expression: ...`. The first bad condition from the left is reported,
+         *     an unknown field before a bad operator.
+         */
+        query: string;
         /**
          * @description Tags of answers the client holds (`"…"`, `W/"…"` or `*`, comma-separated). When one equals
          *     the current answer's `ETag` (`W/` ignored), the answer is 304 with no body.
@@ -1487,13 +1623,13 @@ export interface operations {
                  * @description Up to 3 comma-separated keys from `id`, `first_name`, `last_name`, `email`, `birthday`,
                  *     `created_at`, `updated_at`, each optionally prefixed by `-` for descending order. Ties are
                  *     broken by `id` ascending. Text keys order by the lower-cased value, then by the value
-                 *     itself, both byte-wise (C collation); `-` reverses the whole key. The `Link` URLs keep it.
+                 *     itself, both byte-wise (C collation); `-` reverses the whole key. A list's `Link` URLs keep it.
                  *
                  *     Errors are 400, keys checked left to right and the count last: an unknown key is
                  *     `Invalid sort field 'x'` (named without its `-`); more than 3 keys, a field named twice (in
                  *     either direction) or an empty key is `Invalid sort expression`.
                  */
-                sort?: string;
+                sort?: components["parameters"]["sort"];
                 /**
                  * @description A filter expression: `<field>:<operator>:<value>` conditions joined by `,` and combined
                  *     with AND, optionally preceded by bare search terms.
@@ -1527,7 +1663,7 @@ export interface operations {
                  *     `Malformed filter expression: ...`. The first bad condition from the left is reported,
                  *     an unknown field before a bad operator.
                  */
-                query?: string;
+                query?: components["parameters"]["query"];
             };
             header?: {
                 /**
@@ -1604,6 +1740,198 @@ export interface operations {
             409: components["responses"]["ContactConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationError"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    exportContacts: {
+        parameters: {
+            query?: {
+                /** @description The file format. */
+                format?: "vcard" | "csv";
+                /**
+                 * @description A filter expression: `<field>:<operator>:<value>` conditions joined by `,` and combined
+                 *     with AND, optionally preceded by bare search terms.
+                 *
+                 *     | Field | Operators |
+                 *     |---|---|
+                 *     | `first_name`, `last_name`, `email` | `eq`, `in_`, `like`, `ilike`, `startswith`, `endswith`, `contains` |
+                 *     | `phone` | `eq`, `in_`, `like`, `startswith` |
+                 *     | `birthday`, `created_at`, `updated_at` | `eq`, `gt`, `lt`, `between` |
+                 *
+                 *     - Only the first two colons split a condition, so values may hold colons. A comma starts a
+                 *       new condition only when what follows matches `[A-Za-z_][A-Za-z0-9_]*:[A-Za-z_]+:`;
+                 *       other commas belong to the value. Field and operator names are lower case.
+                 *     - `in_` takes a JSON list of strings (`["John","Jane"]`); `between` takes `lower,upper`,
+                 *       both inclusive.
+                 *     - `like` and `ilike` patterns use `%` and `_` as in SQL, with `\%` and `\_` for the
+                 *       literal characters; `contains`, `startswith` and `endswith` take the value literally.
+                 *       `ilike` ignores case; every other operator is case-sensitive.
+                 *     - `birthday` takes `YYYY-MM-DD`. `created_at` and `updated_at` take a date, meaning that
+                 *       whole UTC day (`eq` within it, `gt` after it, `lt` before it, `between` from the first
+                 *       day's start to the last day's end), or an ISO 8601 datetime with `Z` or an offset
+                 *       (compared at millisecond precision).
+                 *     - Phone values lose spaces, `-`, `.`, `(` and `)` as stored phones do.
+                 *     - A bare term (`smith`) matches contacts whose first name, last name, e-mail or phone
+                 *       contains it, ignoring case. Bare terms come before the first condition.
+                 *     - At most 2,000 characters and 20 conditions.
+                 *
+                 *     Errors are 400: `Invalid filter field 'nickname'`,
+                 *     `Invalid filter operator 'gte' for field 'first_name'`,
+                 *     `Invalid filter value '1990-13-01' for field 'birthday'`,
+                 *     `Malformed filter expression: ...`. The first bad condition from the left is reported,
+                 *     an unknown field before a bad operator.
+                 */
+                query?: components["parameters"]["query"];
+                /**
+                 * @description Up to 3 comma-separated keys from `id`, `first_name`, `last_name`, `email`, `birthday`,
+                 *     `created_at`, `updated_at`, each optionally prefixed by `-` for descending order. Ties are
+                 *     broken by `id` ascending. Text keys order by the lower-cased value, then by the value
+                 *     itself, both byte-wise (C collation); `-` reverses the whole key. A list's `Link` URLs keep it.
+                 *
+                 *     Errors are 400, keys checked left to right and the count last: an unknown key is
+                 *     `Invalid sort field 'x'` (named without its `-`); more than 3 keys, a field named twice (in
+                 *     either direction) or an empty key is `Invalid sort expression`.
+                 */
+                sort?: components["parameters"]["sort"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The contacts as one file. */
+            200: {
+                headers: {
+                    /** @description `attachment; filename="contacts.vcf"` or `attachment; filename="contacts.csv"`. */
+                    "Content-Disposition": "attachment; filename=\"contacts.vcf\"" | "attachment; filename=\"contacts.csv\"";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example BEGIN:VCARD
+                     *     VERSION:4.0
+                     *     FN:John Smith
+                     *     N:Smith;John;;;
+                     *     EMAIL:john.smith@example.com
+                     *     TEL;VALUE=uri:tel:+14155550123
+                     *     BDAY:19850315
+                     *     REV:20250110T093000Z
+                     *     X-ADDITIONAL-DATA:{"company":"Acme"\,"tags":["work"]}
+                     *     END:VCARD
+                     */
+                    "text/vcard": string;
+                    /**
+                     * @example first_name,last_name,email,phone,birthday,additional_data
+                     *     John,Smith,john.smith@example.com,+14155550123,1985-03-15,"{""company"":""Acme""}"
+                     */
+                    "text/csv": string;
+                };
+            };
+            /** @description The filter or sort expression is invalid (the list's wording). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["NotAuthenticated"];
+            422: components["responses"]["ValidationError"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    importContacts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example BEGIN:VCARD
+                 *     VERSION:3.0
+                 *     N:Smith;John;;;
+                 *     FN:John Smith
+                 *     EMAIL;TYPE=INTERNET,WORK:john.smith@example.com
+                 *     TEL;TYPE=CELL:+1 (415) 555-0123
+                 *     BDAY:1985-03-15
+                 *     END:VCARD
+                 */
+                "text/vcard": components["schemas"]["ImportFile"];
+                /**
+                 * @example first_name,last_name,email,phone,birthday
+                 *     John,Smith,john.smith@example.com,+14155550123,1985-03-15
+                 */
+                "text/csv": components["schemas"]["ImportFile"];
+            };
+        };
+        responses: {
+            /** @description What was created, and why the other entries were not. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "created": 2,
+                     *       "errors": [
+                     *         {
+                     *           "entry": 3,
+                     *           "detail": "body/email must match format \"email\""
+                     *         },
+                     *         {
+                     *           "entry": 5,
+                     *           "detail": "Contact with this email already exists"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ImportReport"];
+                };
+            };
+            /** @description The body is no import at all, or a CSV header misses a required column. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["NotAuthenticated"];
+            /** @description The body is larger than 10 MiB, or it holds more than 10,000 entries. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not `text/vcard` or `text/csv`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Unsupported Media Type: application/json"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             422: components["responses"]["ValidationError"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];

@@ -2073,6 +2073,281 @@ export const operationTable = {
       }
     }
   },
+  "exportContacts": {
+    "method": "GET",
+    "url": "/api/contacts/export",
+    "secured": true,
+    "rateLimit": null,
+    "cacheTtl": null,
+    "weakEtag": false,
+    "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
+    "trimmedBodyFields": [],
+    "successContentTypes": {
+      "200": "text/vcard"
+    },
+    "schema": {
+      "querystring": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": [],
+        "properties": {
+          "format": {
+            "type": "string",
+            "enum": [
+              "vcard",
+              "csv"
+            ],
+            "default": "vcard"
+          },
+          "query": {
+            "type": "string",
+            "maxLength": 2000
+          },
+          "sort": {
+            "type": "string",
+            "maxLength": 200,
+            "default": "id"
+          }
+        }
+      },
+      "response": {
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "429": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
+  "importContacts": {
+    "method": "POST",
+    "url": "/api/contacts/import",
+    "secured": true,
+    "rateLimit": null,
+    "cacheTtl": null,
+    "weakEtag": false,
+    "requestContentTypes": [
+      "text/vcard",
+      "text/csv"
+    ],
+    "binaryContentTypes": [
+      "text/vcard",
+      "text/csv"
+    ],
+    "fileFields": [],
+    "bodyLimit": 10485760,
+    "trimmedBodyFields": [],
+    "successContentTypes": {
+      "200": "application/json"
+    },
+    "schema": {
+      "body": {
+        "binary": true
+      },
+      "response": {
+        "200": {
+          "type": "object",
+          "required": [
+            "created",
+            "errors"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "created": {
+              "type": "integer",
+              "minimum": 0
+            },
+            "errors": {
+              "type": "array",
+              "items": {
+                "type": "object",
+                "required": [
+                  "entry",
+                  "detail"
+                ],
+                "additionalProperties": false,
+                "properties": {
+                  "entry": {
+                    "type": "integer",
+                    "minimum": 1
+                  },
+                  "detail": {
+                    "type": "string"
+                  }
+                }
+              }
+            }
+          }
+        },
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "413": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "415": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "429": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
   "listUpcomingBirthdays": {
     "method": "GET",
     "url": "/api/contacts/get-upcoming-birthday",
@@ -3608,6 +3883,8 @@ export interface SuccessHeaders {
   getAvatar: { 200: { "Cache-Control": string } };
   listContacts: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
   createContact: { 201: { "Location": components['headers']["Location"]; "ETag": components['headers']["ETag"] } };
+  exportContacts: { 200: { "Content-Disposition": string } };
+  importContacts: { 200: {  } };
   listUpcomingBirthdays: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
   syncContacts: { 200: {  } };
   getContact: { 200: { "ETag": components['headers']["ETag"] } };
@@ -3637,6 +3914,8 @@ export interface DefaultedQuery {
   getAvatar: never;
   listContacts: "skip" | "limit" | "sort";
   createContact: never;
+  exportContacts: "format" | "sort";
+  importContacts: never;
   listUpcomingBirthdays: "skip" | "limit" | "time_range";
   syncContacts: "limit";
   getContact: never;

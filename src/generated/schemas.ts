@@ -314,6 +314,23 @@ export const schemaFields = {
     "sortable": [],
     "searched": []
   },
+  "ImportReport": {
+    "properties": [
+      "created",
+      "errors"
+    ],
+    "writable": [
+      "created",
+      "errors"
+    ],
+    "kinds": {
+      "created": "integer",
+      "errors": "array"
+    },
+    "filters": {},
+    "sortable": [],
+    "searched": []
+  },
   "ContactCreate": {
     "properties": [
       "first_name",

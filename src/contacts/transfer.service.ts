@@ -1,0 +1,113 @@
+import { Readable } from 'node:stream';
+import { TextDecoder } from 'node:util';
+import { BadRequest, HttpError } from '../../plugins/http/errors.js';
+import { bodyCheckerOf } from '../../plugins/http/operations.js';
+import type { components } from '../generated/openapi.js';
+import { operationTable } from '../generated/operations.js';
+import * as repository from './contacts.repository.js';
+import { applyContactRules, type ContactsDeps, DUPLICATE_EMAIL, invalidate, parseListing, toContact, writableFields } from './contacts.service.js';
+import { csvHeader, csvRowOf, parseCsv } from './formats/csv.js';
+import type { ImportFields, ImportResult } from './formats/entries.js';
+import { parseVcards, vcardOf } from './formats/vcard.js';
+
+type ContactCreate = components['schemas']['ContactCreate'];
+type ImportReport = components['schemas']['ImportReport'];
+export type ExportFormat = 'vcard' | 'csv';
+export type ImportType = 'text/vcard' | 'text/csv';
+
+/** Rows per FETCH: one batch is all an export holds in memory. */
+const EXPORT_BATCH = 500;
+const MAX_IMPORT_ENTRIES = 10_000;
+
+const EXPORTS = {
+  vcard: { contentType: 'text/vcard; charset=utf-8', fileName: 'contacts.vcf', header: '', entry: vcardOf },
+  csv: { contentType: 'text/csv; charset=utf-8', fileName: 'contacts.csv', header: csvHeader(), entry: csvRowOf },
+} as const;
+
+const PARSERS: Record<ImportType, (text: string, options: { maxEntries: number }) => ImportResult> = {
+  'text/vcard': parseVcards,
+  'text/csv': parseCsv,
+};
+
+/** An import entry is a create: checked as the route checks a create's body. */
+const checkCreateBody = bodyCheckerOf(operationTable.createContact);
+
+export interface ContactsFile {
+  contentType: string;
+  fileName: string;
+  content: Readable;
+}
+
+/**
+ * Every contact of the owner matching `query`, in `sort` order, as a vCard or CSV file that streams
+ * from the database batch by batch. A bad expression is a 400, and the first batch is read before
+ * this returns, so an unreachable database is an error answer rather than a cut-off file.
+ */
+export async function exportContacts(deps: ContactsDeps, ownerId: number, format: ExportFormat, query: string | undefined, sort: string): Promise<ContactsFile> {
+  const { conditions, keys } = parseListing(query, sort);
+  const { contentType, fileName, header, entry } = EXPORTS[format];
+  const batches = repository.streamContacts(deps.db, ownerId, conditions, keys, EXPORT_BATCH);
+  const first = await batches.next();
+  async function* text(): AsyncGenerator<string> {
+    if (header) yield header;
+    if (first.done) return;
+    yield first.value.map((row) => entry(toContact(row))).join('');
+    for await (const rows of batches) yield rows.map((row) => entry(toContact(row))).join('');
+  }
+  // A client that goes away ends the generator, which rolls the export's transaction back.
+  const content = Readable.from(text());
+  content.once('close', () => void batches.return(undefined));
+  return { contentType, fileName, content };
+}
+
+/**
+ * Creates a contact from each valid entry of a vCard or CSV body, all in one transaction, and
+ * reports the others by entry number in the wording a create would answer (422 or 409).
+ */
+export async function importContacts(deps: ContactsDeps, ownerId: number, type: ImportType, body: Uint8Array): Promise<ImportReport> {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(body);
+  } catch {
+    throw new BadRequest('The body is not valid UTF-8');
+  }
+  const parsed = PARSERS[type](text, { maxEntries: MAX_IMPORT_ENTRIES + 1 });
+  if (!parsed.ok) throw new BadRequest(parsed.detail);
+  if (parsed.entries.length > MAX_IMPORT_ENTRIES) throw new HttpError(413, `Too many contacts in one import (max ${MAX_IMPORT_ENTRIES})`);
+
+  const now = deps.now();
+  const errors: ImportReport['errors'] = [];
+  const valid: { entry: number; email: string }[] = [];
+  const contacts = [];
+  const emailsSeen = new Set<string>();
+  for (const entry of parsed.entries) {
+    const outcome = 'detail' in entry ? entry : createFields(entry.fields, now);
+    if ('detail' in outcome) {
+      errors.push({ entry: entry.entry, detail: outcome.detail });
+    } else if (emailsSeen.has(outcome.email!.toLowerCase())) {
+      errors.push({ entry: entry.entry, detail: DUPLICATE_EMAIL });
+    } else {
+      emailsSeen.add(outcome.email!.toLowerCase());
+      valid.push({ entry: entry.entry, email: outcome.email! });
+      contacts.push(outcome);
+    }
+  }
+  const inserted = contacts.length === 0 ? new Set<string>() : await repository.insertContacts(deps.db, ownerId, contacts, now);
+  if (inserted.size > 0) await invalidate(deps, ownerId);
+  for (const { entry, email } of valid) {
+    if (!inserted.has(email)) errors.push({ entry, detail: DUPLICATE_EMAIL });
+  }
+  return { created: inserted.size, errors: errors.sort((a, b) => a.entry - b.entry) };
+}
+
+/** The fields of a create from an entry's, or the 422 `detail` a create with them would answer. */
+function createFields(fields: ImportFields, now: Date): repository.ContactFields | { detail: string } {
+  const checked = checkCreateBody({ ...fields });
+  if ('detail' in checked) return checked;
+  try {
+    return applyContactRules(writableFields(checked.body as ContactCreate), now);
+  } catch (error) {
+    if (error instanceof HttpError) return { detail: error.message };
+    throw error;
+  }
+}
