@@ -22,7 +22,7 @@ function importing(call: Caller, type: string, body: string | Buffer) {
 /** Every contact of the caller, in id order, without the fields an import sets anew. */
 async function stored(call: Caller) {
   const res = await call('GET', '/api/contacts/?limit=1000');
-  return (res.json() as Record<string, unknown>[]).map(({ id: _id, created_at: _c, updated_at: _u, ...fields }) => fields);
+  return res.json<Record<string, unknown>[]>().map(({ id: _id, created_at: _c, updated_at: _u, ...fields }) => fields);
 }
 
 const janeRow = { first_name: 'Jane', last_name: 'Doe', email: 'jane@example.com', phone: '+14155550123', birthday: '1990-05-17' };
@@ -224,7 +224,7 @@ t.test('import: invalid entries and duplicate e-mails are reported by number in 
       { entry: 10, detail: 'CSV row has 4 fields; the header has 7' },
     ],
   });
-  const contacts = (await alice('GET', '/api/contacts/?sort=id')).json() as Record<string, unknown>[];
+  const contacts = (await alice('GET', '/api/contacts/?sort=id')).json<Record<string, unknown>[]>();
   t.strictSame(
     contacts.slice(1).map(({ id: _id, ...rest }) => rest),
     [
