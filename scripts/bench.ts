@@ -7,20 +7,30 @@
  * rounds. Prints a Markdown table to stdout (progress goes to stderr). Exits 1 when any measured
  * request was not answered 2xx; the ratio targets are reported, not enforced.
  */
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import net, { type AddressInfo } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import { Redis } from 'ioredis';
-import pg from 'pg';
 import type { CannedResponse } from './bench-ceiling.js';
+import {
+  cleanUp,
+  createDatabase,
+  deleteRedisKeys,
+  ensureBuilt,
+  expectStatus,
+  log,
+  REDIS_URL,
+  ROOT,
+  SERVER_ENTRY,
+  type Started,
+  startNode,
+  undo,
+  verifiedUser,
+} from './bench-support.js';
 
 const USAGE = `Usage: npm run bench -- [options]
   --duration S      seconds per round (default 10)
@@ -28,20 +38,13 @@ const USAGE = `Usage: npm run bench -- [options]
   --connections C   autocannon connections (default 50)
   --keep            keep the benchmark database (it is dropped otherwise)`;
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const SERVER_ENTRY = 'dist/src/server.js';
 const CEILING_ENTRY = 'dist/scripts/bench-ceiling.js';
-const BUILD_INPUTS = ['src', 'plugins', 'scripts/migrate.ts', 'scripts/bench-ceiling.ts', 'openapi.yaml', 'tsconfig.json', 'tsconfig.build.json'];
-const POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432';
-const REDIS_URL = 'redis://127.0.0.1:6379';
 const CONTACTS = 10_000;
 const SEED_CONCURRENCY = 16;
 const WARM_REQUESTS = 5;
 const UPCOMING_ITEMS = 100;
 /** Headers Fastify sets on every answer by itself; the ceiling must not copy them. */
 const FRAMEWORK_HEADERS = new Set(['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding']);
-
-const log = (message: string) => console.error(`bench: ${message}`);
 
 function parseOptions() {
   const { values } = parseArgs({
@@ -70,133 +73,6 @@ function parseOptions() {
 type Options = ReturnType<typeof parseOptions>;
 
 // ---------------------------------------------------------------------------------------------
-// Clean-up: every step that starts something registers how to undo it, so a failure or Ctrl-C
-// leaves no process, database or Redis key behind.
-
-const undo: Array<{ what: string; run: () => Promise<void> }> = [];
-let cleaning: Promise<void> | undefined;
-
-function cleanUp(): Promise<void> {
-  cleaning ??= (async () => {
-    for (const step of undo.reverse()) {
-      await step.run().catch((error: unknown) => log(`could not ${step.what}: ${String(error)}`));
-    }
-  })();
-  return cleaning;
-}
-
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    log(`${signal}: cleaning up`);
-    void cleanUp().finally(() => process.exit(130));
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Build, database, Redis, processes.
-
-function newestMtime(entry: string): number {
-  const full = path.join(ROOT, entry);
-  if (!statSync(full).isDirectory()) return statSync(full).mtimeMs;
-  const files = readdirSync(full, { recursive: true, encoding: 'utf8' });
-  return Math.max(...files.map((file) => statSync(path.join(full, file)).mtimeMs));
-}
-
-/** Runs `npm run build` when dist/ is missing or older than what it is compiled from. */
-function ensureBuilt(): void {
-  const outputs = [SERVER_ENTRY, CEILING_ENTRY].map((file) => path.join(ROOT, file));
-  const oldestOutput = Math.min(...outputs.map((file) => (existsSync(file) ? statSync(file).mtimeMs : -Infinity)));
-  if (oldestOutput >= Math.max(...BUILD_INPUTS.map(newestMtime))) return;
-  log('dist/ is missing or older than the sources: npm run build');
-  const build = spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: ['ignore', 2, 2] });
-  if (build.status !== 0) throw new Error('npm run build failed');
-}
-
-async function adminQuery(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: `${POSTGRES_URL}/postgres` });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
-/** A fresh database for this run; dropped at clean-up unless `keep`. */
-async function createDatabase(name: string, keep: boolean): Promise<string> {
-  await adminQuery(`CREATE DATABASE "${name}"`);
-  const url = `${POSTGRES_URL}/${name}`;
-  if (keep) undo.push({ what: 'report the kept database', run: async () => log(`kept database ${url}`) });
-  else undo.push({ what: `drop database ${name}`, run: () => adminQuery(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`) });
-  return url;
-}
-
-async function deleteRedisKeys(prefix: string): Promise<void> {
-  const redis = new Redis(REDIS_URL, { lazyConnect: true });
-  await redis.connect();
-  try {
-    for await (const keys of redis.scanStream({ match: `${prefix}*`, count: 500 }) as AsyncIterable<string[]>) {
-      if (keys.length > 0) await redis.unlink(...keys);
-    }
-  } finally {
-    redis.disconnect();
-  }
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-async function stopChild(child: ChildProcess, exited: Promise<unknown>): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  const stopped = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
-  if (!stopped) child.kill('SIGKILL');
-}
-
-interface Started {
-  base: string;
-  /** Lines the process has written to stdout so far (with LOG_LEVEL=warn, each is a warning or an error). */
-  logLines(): number;
-}
-
-/**
- * Starts `node <entry>` with only `env` (plus PATH), so nothing from the caller's shell changes the
- * run; its output goes to stderr. Resolves once `ready.path` answers (with `ready.status`, if given).
- */
-async function startNode(name: string, entry: string, args: string[], env: Record<string, string>, ready: { path: string; status?: number }): Promise<Started> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [entry, ...args], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env, PORT: String(port) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout.pipe(process.stderr);
-  let lines = 0;
-  child.stdout.on('data', (chunk: Buffer) => {
-    for (const byte of chunk) if (byte === 0x0a) lines++;
-  });
-  child.stderr.pipe(process.stderr);
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  undo.push({ what: `stop the ${name}`, run: () => stopChild(child, exited) });
-  void exited.then(() => {
-    if (!cleaning) log(`the ${name} exited (code ${child.exitCode}, signal ${child.signalCode})`);
-  });
-
-  const base = `http://127.0.0.1:${port}`;
-  for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(200)) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the ${name} exited during start-up`);
-    const response = await fetch(base + ready.path).catch(() => null);
-    if (response && (ready.status === undefined || response.status === ready.status)) return { base, logLines: () => lines };
-  }
-  throw new Error(`the ${name} did not become ready within 60 s`);
-}
-
-// ---------------------------------------------------------------------------------------------
 // Seeding through the API.
 
 const FIRST_NAMES = ['Ada', 'Ben', 'Chloe', 'Dev', 'Emma', 'Farid', 'Grace', 'Hiro', 'Ines', 'Jonas'];
@@ -217,11 +93,6 @@ function contactBody(n: number, emailTag: string): string {
   });
 }
 
-async function expectStatus(response: Response, status: number, what: string): Promise<Response> {
-  if (response.status !== status) throw new Error(`${what}: expected ${status}, got ${response.status} ${await response.text()}`);
-  return response;
-}
-
 /** Runs `task(0..count-1)` with at most `concurrency` in flight. */
 async function inParallel(count: number, concurrency: number, task: (index: number) => Promise<void>): Promise<void> {
   let next = 0;
@@ -231,32 +102,10 @@ async function inParallel(count: number, concurrency: number, task: (index: numb
   await Promise.all(Array.from({ length: concurrency }, worker));
 }
 
-function decodeQuotedPrintable(text: string): string {
-  return text.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
-}
-
-/** The verification link of the one mail the service wrote to the outbox (mail is sent in the background). */
-async function verificationLink(outbox: string): Promise<string> {
-  for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(100)) {
-    const files = (await readdir(outbox).catch(() => [])).filter((file) => file.endsWith('.eml'));
-    for (const file of files) {
-      const mail = decodeQuotedPrintable(await readFile(path.join(outbox, file), 'utf8'));
-      const link = /https?:\/\/[^\s"<>]+\/verify-email\?token=[\w.-]+/.exec(mail)?.[0];
-      if (link) return link;
-    }
-  }
-  throw new Error(`no verification mail in ${outbox}`);
-}
-
 /** Registers, verifies and logs in one user, then creates CONTACTS contacts; returns the token and their ids. */
 async function seed(service: string, outbox: string): Promise<{ token: string; ids: number[] }> {
-  const user = { username: 'bench_user', email: 'bench-user@bench.example', password: randomBytes(18).toString('base64url') };
+  const token = await verifiedUser(service, outbox);
   const json = { 'content-type': 'application/json' };
-  await expectStatus(await fetch(`${service}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify(user) }), 201, 'register');
-  await expectStatus(await fetch(await verificationLink(outbox)), 200, 'verify e-mail');
-  const form = new URLSearchParams({ username: user.username, password: user.password });
-  const login = await expectStatus(await fetch(`${service}/api/auth/login`, { method: 'POST', body: form }), 200, 'log in');
-  const token = ((await login.json()) as { access_token: string }).access_token;
 
   const started = Date.now();
   const ids: number[] = [];
@@ -579,7 +428,7 @@ function report(results: Measured[], options: Options, serviceLogLines: number):
 
 async function main(): Promise<number> {
   const options = parseOptions();
-  ensureBuilt();
+  ensureBuilt([SERVER_ENTRY, CEILING_ENTRY]);
 
   const stamp = `${new Date().toISOString().replace(/\D/g, '').slice(0, 14)}_${randomBytes(3).toString('hex')}`;
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'contacts-bench-'));
