@@ -113,6 +113,8 @@ async function stopChild(child: ChildProcess, exited: Promise<unknown>): Promise
 export interface Started {
   base: string;
   pid: number;
+  /** Stops the process now (clean-up would otherwise stop it at the end). */
+  stop(): Promise<void>;
   /** Lines the process has written to stdout so far (with LOG_LEVEL=warn, each is a warning or an error). */
   logLines(): number;
 }
@@ -136,15 +138,20 @@ export async function startNode(name: string, entry: string, args: string[], env
   child.stderr.pipe(process.stderr);
   const exited = new Promise((resolve) => child.once('exit', resolve));
   undo.push({ what: `stop the ${name}`, run: () => stopChild(child, exited) });
+  let stopping = false;
   void exited.then(() => {
-    if (!cleaning) log(`the ${name} exited (code ${child.exitCode}, signal ${child.signalCode})`);
+    if (!cleaning && !stopping) log(`the ${name} exited (code ${child.exitCode}, signal ${child.signalCode})`);
   });
+  const stop = () => {
+    stopping = true;
+    return stopChild(child, exited);
+  };
 
   const base = `http://127.0.0.1:${port}`;
   for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(200)) {
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the ${name} exited during start-up`);
     const response = await fetch(base + ready.path).catch(() => null);
-    if (response && (ready.status === undefined || response.status === ready.status)) return { base, pid: child.pid!, logLines: () => lines };
+    if (response && (ready.status === undefined || response.status === ready.status)) return { base, pid: child.pid!, stop, logLines: () => lines };
   }
   throw new Error(`the ${name} did not become ready within 60 s`);
 }

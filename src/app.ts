@@ -36,7 +36,7 @@ export interface BuildOptions {
 /** Headers a browser client may read across origins. */
 const EXPOSED_HEADERS = [
   'Location', 'Link', 'ETag', 'X-Total-Count', 'X-Per-Page', 'X-Current-Page', 'X-Page-Count', 'X-Cache',
-  'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset',
+  'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Content-Disposition',
 ];
 
 /** Builds the app: plugins in dependency order, one error handler, then every operation of openapi.yaml. */

@@ -38,7 +38,7 @@ export const contactsHandlers = {
     return {
       status: 200,
       body: file.content,
-      headers: { 'Content-Type': file.contentType, 'Content-Disposition': `attachment; filename="${file.fileName}"` },
+      headers: { 'Content-Type': file.contentType, 'Content-Disposition': `attachment; filename="${file.fileName}"`, 'Content-Length': String(file.size) },
     };
   },
 

@@ -1,4 +1,8 @@
-import { Readable } from 'node:stream';
+import { randomUUID } from 'node:crypto';
+import { open, unlink } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { TextDecoder } from 'node:util';
 import { BadRequest, HttpError } from '../../plugins/http/errors.js';
 import { bodyCheckerOf } from '../../plugins/http/operations.js';
@@ -35,29 +39,37 @@ const checkCreateBody = bodyCheckerOf(operationTable.createContact);
 export interface ContactsFile {
   contentType: string;
   fileName: string;
+  /** Bytes in `content`. */
+  size: number;
   content: Readable;
 }
 
 /**
- * Every contact of the owner matching `query`, in `sort` order, as a vCard or CSV file that streams
- * from the database batch by batch. A bad expression is a 400, and the first batch is read before
- * this returns, so an unreachable database is an error answer rather than a cut-off file.
+ * Every contact of the owner matching `query`, in `sort` order, as a vCard or CSV file. The rows
+ * come from one snapshot in batches and are written, batch by batch, to a private temporary file at
+ * the database's pace; the answer is sent from that file. So memory stays flat at any count, the
+ * transaction ends before the answer starts (a slow or stalled download holds no connection), and
+ * a database failure is an error answer (503), never a cut-off file. A bad expression is a 400.
  */
 export async function exportContacts(deps: ContactsDeps, ownerId: number, format: ExportFormat, query: string | undefined, sort: string): Promise<ContactsFile> {
   const { conditions, keys } = parseListing(query, sort);
   const { contentType, fileName, header, entry } = EXPORTS[format];
-  const batches = repository.streamContacts(deps.db, ownerId, conditions, keys, EXPORT_BATCH);
-  const first = await batches.next();
-  async function* text(): AsyncGenerator<string> {
-    if (header) yield header;
-    if (first.done) return;
-    yield first.value.map((row) => entry(toContact(row))).join('');
-    for await (const rows of batches) yield rows.map((row) => entry(toContact(row))).join('');
+  const spoolPath = path.join(os.tmpdir(), `contacts-export-${randomUUID()}`);
+  const spool = await open(spoolPath, 'wx+', 0o600);
+  // Unlinked at once: the open handle keeps it readable, and nothing is left behind however this ends.
+  await unlink(spoolPath);
+  try {
+    if (header) await spool.write(header);
+    for await (const rows of repository.streamContacts(deps.db, ownerId, conditions, keys, EXPORT_BATCH)) {
+      await spool.write(rows.map((row) => entry(toContact(row))).join(''));
+    }
+    const { size } = await spool.stat();
+    // The read stream closes the handle when it ends or the client goes away.
+    return { contentType, fileName, size, content: spool.createReadStream({ start: 0 }) };
+  } catch (error) {
+    await spool.close();
+    throw error;
   }
-  // A client that goes away ends the generator, which rolls the export's transaction back.
-  const content = Readable.from(text());
-  content.once('close', () => void batches.return(undefined));
-  return { contentType, fileName, content };
 }
 
 /**

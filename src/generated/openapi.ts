@@ -286,10 +286,12 @@ export type paths = {
         };
         /**
          * Export contacts as vCard or CSV
-         * @description Every contact of the user that matches `query`, in `sort` order, as one file. The answer is
-         *     streamed from the database in batches, so the service's memory stays flat at any count; it
-         *     reads one consistent snapshot, so writes that commit meanwhile are in it entirely or not at
-         *     all. Not paginated and not cached.
+         * @description Every contact of the user that matches `query`, in `sort` order, as one file with its
+         *     `Content-Length`. The service reads the contacts from the database in batches into a
+         *     temporary file, then sends that, so its memory stays flat at any count and a slow download
+         *     holds no database connection. The file is one consistent snapshot: writes that commit
+         *     meanwhile are in it entirely or not at all. A database failure is a 503, never a cut-off
+         *     file. Not paginated and not cached.
          *
          *     - `vcard` (default): vCard 4.0 (RFC 6350), `text/vcard; charset=utf-8`, file name
          *       `contacts.vcf`. Each contact is `BEGIN:VCARD`, `VERSION:4.0`, `FN:first last`,
@@ -327,7 +329,8 @@ export type paths = {
          * @description Creates a contact from each entry of a vCard or CSV file (UTF-8). Each entry obeys the rules
          *     of `POST /api/contacts/`; the valid ones are created together in one transaction, and the
          *     others are reported by entry number and skipped. An entry whose e-mail the user already has,
-         *     or which an earlier entry of the file has (ignoring case), is reported with the 409 wording.
+         *     or which an earlier valid entry of the file has (ignoring case), is reported with the 409
+         *     wording.
          *
          *     - vCard (`text/vcard`, 3.0 or 4.0): the name comes from `N` (family; given), or from `FN`
          *       split at its last space when `N` has none; the first `EMAIL`, the first `TEL` (normalised
@@ -1806,6 +1809,8 @@ export interface operations {
             /** @description The contacts as one file. */
             200: {
                 headers: {
+                    /** @description The file's size in bytes. */
+                    "Content-Length": number;
                     /** @description `attachment; filename="contacts.vcf"` or `attachment; filename="contacts.csv"`. */
                     "Content-Disposition": "attachment; filename=\"contacts.vcf\"" | "attachment; filename=\"contacts.csv\"";
                     [name: string]: unknown;

@@ -3883,7 +3883,7 @@ export interface SuccessHeaders {
   getAvatar: { 200: { "Cache-Control": string } };
   listContacts: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
   createContact: { 201: { "Location": components['headers']["Location"]; "ETag": components['headers']["ETag"] } };
-  exportContacts: { 200: { "Content-Disposition": string } };
+  exportContacts: { 200: { "Content-Length": string; "Content-Disposition": string } };
   importContacts: { 200: {  } };
   listUpcomingBirthdays: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
   syncContacts: { 200: {  } };

@@ -1,5 +1,11 @@
 /** Export and import through the API (INTERFACE.md, "Export and import"): status, body and headers exactly. */
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
 import t, { type Test } from 'tap';
+import { backend } from '../helper.js';
 import { as, buildContactsApp, type Caller, contactBody, createContacts, createUser } from './fixtures.js';
 
 const T0 = '2025-06-15T12:00:00.123Z';
@@ -43,6 +49,7 @@ t.test('export vCard: every contact as a 4.0 card, escaped and folded, as an att
   t.equal(res.statusCode, 200);
   t.equal(res.headers['content-type'], 'text/vcard; charset=utf-8');
   t.equal(res.headers['content-disposition'], 'attachment; filename="contacts.vcf"');
+  t.equal(res.headers['content-length'], String(res.rawPayload.length));
   t.equal(res.headers['x-cache'], undefined, 'not cached');
   t.equal(
     res.body,
@@ -79,6 +86,7 @@ t.test('export CSV: the header row, then RFC 4180 rows with quoting where needed
   t.equal(res.statusCode, 200);
   t.equal(res.headers['content-type'], 'text/csv; charset=utf-8');
   t.equal(res.headers['content-disposition'], 'attachment; filename="contacts.csv"');
+  t.equal(res.headers['content-length'], String(res.rawPayload.length));
   t.equal(
     res.body,
     crlf(
@@ -130,6 +138,31 @@ t.test('export: more contacts than one batch, all of them, in order', async (t) 
   t.equal(lines[1234], 'Jane,Doe,c0000@example.com,+14155550123,1990-05-17,');
   const cards = await alice('GET', '/api/contacts/export');
   t.equal(cards.body.match(/^BEGIN:VCARD\r$/gm)?.length, 1234);
+});
+
+t.test('export: a download that stalls holds no database connection', async (t) => {
+  const app = await buildContactsApp(t);
+  const user = await createUser(app);
+  // Several MiB of vCards: more than the socket buffers take while nobody reads.
+  await sql`insert into contacts (owner_id, first_name, last_name, email, phone, birthday)
+            select ${user.id}, 'First' || n, 'Last' || n, 'c' || n || '@example.com', '+14155550123', date '1990-01-01'
+            from generate_series(1, 30000) n`.execute(app.db);
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const { port } = app.server.address() as AddressInfo;
+  const request = http.get({ host: '127.0.0.1', port, path: '/api/contacts/export', headers: { authorization: `Bearer ${user.token}` } });
+  const [response] = (await once(request, 'response')) as [http.IncomingMessage];
+  response.pause();
+  t.teardown(() => request.destroy());
+  t.equal(response.statusCode, 200);
+  t.ok(Number(response.headers['content-length']) > 5 * 1024 * 1024, `a ${response.headers['content-length']}-byte file`);
+
+  // The embedded database has one session: a held export transaction would keep this waiting.
+  const other = await Promise.race([app.inject({ method: 'GET', url: '/api/contacts/?limit=1', headers: { authorization: `Bearer ${user.token}` } }), sleep(5000)]);
+  t.equal(other?.statusCode, 200, 'another request reaches the database while the download stalls');
+  if (backend === 'postgres') {
+    const open = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'`.execute(app.db);
+    t.equal(open.rows[0]!.n, 0, 'no transaction stays open');
+  }
 });
 
 t.test('export: errors are the list\'s, as {detail}', async (t) => {

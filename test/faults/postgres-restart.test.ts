@@ -51,7 +51,15 @@ t.test('PostgreSQL restarted, then stopped and started, mid-load', { skip: proce
   const down: Window = { from: Date.now(), to: 0 };
   await db.stop();
   const stopped = Date.now();
-  await sleep(DOWN_MS);
+  // An export or an import meets the outage as any request does: 503, never a cut-off file.
+  const auth = { authorization: `Bearer ${token}` };
+  const exported = await fetch(`${service.url}/api/contacts/export?format=csv`, { headers: auth });
+  const imported = await fetch(`${service.url}/api/contacts/import`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'text/csv' },
+    body: 'first_name,last_name,email,phone,birthday\r\nA,B,down@example.com,+14155550100,1990-01-01\r\n',
+  });
+  await sleep(DOWN_MS - (Date.now() - stopped));
   const starting = Date.now();
   await db.start();
   await db.waitUntilAnswering();
@@ -72,6 +80,10 @@ t.test('PostgreSQL restarted, then stopped and started, mid-load', { skip: proce
   t.ok(in503(down) > 0, 'requests during the stop were answered 503');
   const bad503 = api.filter((o) => o.status === 503 && (o.detail !== UNAVAILABLE || !o.retryAfter));
   t.same(bad503.length, 0, `every 503 says the database is not reachable and carries Retry-After: ${describe(bad503)}`);
+  for (const [what, res] of [['export', exported], ['import', imported]] as const) {
+    t.equal(res.status, 503, `${what} while the database is stopped`);
+    t.same(await res.json(), { detail: UNAVAILABLE }, `${what}: the outage's detail`);
+  }
   summary.recoveryMs.forEach((ms, i) => {
     t.ok(ms !== null && ms <= RECOVERY_MS, `2xx again within ${RECOVERY_MS} ms of the database being back (fault ${i + 1}: ${ms} ms)`);
   });
