@@ -4,7 +4,9 @@
  * (PGlite copied from a migrated template, in-process cache).
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { cp, mkdir, mkdtemp, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -156,4 +158,14 @@ export async function smtpCapture(t: Teardown): Promise<{ url: string; messages:
       return queued ? Promise.resolve(queued) : new Promise((resolve) => waiting.push(resolve));
     },
   };
+}
+
+/** A TCP port nothing listens on right now, for a process a test starts. */
+export async function freePort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  await once(server, 'close');
+  return port;
 }

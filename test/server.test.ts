@@ -7,16 +7,7 @@ import http from 'node:http';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import t from 'tap';
-import { testEnv } from './helper.js';
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, 'close');
-  return port;
-}
+import { freePort, testEnv } from './helper.js';
 
 t.test('SIGTERM lets a request in flight finish, then the process exits 0', async (t) => {
   const port = await freePort();

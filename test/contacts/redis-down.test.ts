@@ -2,13 +2,11 @@
  * Redis failing under the service: unreachable from the start, hung (SIGSTOP) and stopped mid-test.
  * Requests are served from the database throughout. Uses its own redis-server, never the shared one.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { Redis } from 'ioredis';
 import t, { type Test } from 'tap';
 import { backend } from '../helper.js';
+import { privateRedis } from '../faults/processes.js';
 import { as, buildContactsApp, type Caller, contactBody, createUser } from './fixtures.js';
 
 if (backend !== 'postgres') {
@@ -32,40 +30,6 @@ if (backend !== 'postgres') {
     t.equal((await call('GET', `/api/contacts/${id}`)).json().first_name, 'Offline');
     t.equal((await call('DELETE', `/api/contacts/${id}`)).statusCode, 200);
     t.equal((await call('GET', `/api/contacts/${id}`)).statusCode, 404);
-  }
-
-  async function freePort(): Promise<number> {
-    const server = createServer();
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const { port } = server.address() as { port: number };
-    server.close();
-    await once(server, 'close');
-    return port;
-  }
-
-  /** A private redis-server (no persistence) on a free port; killed at teardown. */
-  async function privateRedis(t: Test): Promise<{ url: string; server: ChildProcess }> {
-    const port = await freePort();
-    const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-    t.teardown(() => {
-      if (server.exitCode === null && server.signalCode === null) {
-        server.kill('SIGCONT');
-        server.kill('SIGKILL');
-      }
-    });
-    const url = `redis://127.0.0.1:${port}`;
-    // Wait until it accepts connections (a few tries, 100 ms apart).
-    for (let attempt = 0; ; attempt++) {
-      const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => null });
-      probe.on('error', () => undefined);
-      const up = await probe.connect().then(() => true, () => false);
-      probe.disconnect();
-      if (up) break;
-      if (attempt === 50) throw new Error('redis-server did not start');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    return { url, server };
   }
 
   t.test('Redis unreachable from the start: the app starts and every operation works', async (t) => {
@@ -95,26 +59,25 @@ if (backend !== 'postgres') {
   });
 
   t.test('Redis hung, then stopped, mid-test: requests keep succeeding and reads stay fresh', async (t) => {
-    const { url, server } = await privateRedis(t);
-    const app: FastifyInstance = await buildContactsApp(t, { env: { REDIS_URL: url, REDIS_COMMAND_TIMEOUT_MS: '250' } });
+    const redis = await privateRedis(t);
+    const app: FastifyInstance = await buildContactsApp(t, { env: { REDIS_URL: redis.url, REDIS_COMMAND_TIMEOUT_MS: '250' } });
     const call = as(app, await createUser(app));
     const { id } = (await call('POST', '/api/contacts/', contactBody({ first_name: 'Before' }))).json();
     t.equal((await call('GET', `/api/contacts/${id}`)).headers['x-cache'], 'MISS');
     t.equal((await call('GET', `/api/contacts/${id}`)).headers['x-cache'], 'HIT', 'Redis works at first');
 
     // Hung: the connection stays open but nothing answers; commands time out.
-    server.kill('SIGSTOP');
+    await redis.signal('SIGSTOP');
     const slow = await call('GET', `/api/contacts/${id}`);
     t.equal(slow.statusCode, 200);
     t.equal(slow.headers['x-cache'], 'MISS');
     t.equal((await call('PATCH', `/api/contacts/${id}`, { first_name: 'During' })).statusCode, 200);
     t.equal((await call('GET', `/api/contacts/${id}`)).json().first_name, 'During');
-    server.kill('SIGCONT');
+    await redis.signal('SIGCONT');
     t.equal((await call('GET', `/api/contacts/${id}`)).json().first_name, 'During', 'no stale entry once Redis answers again');
 
     // Stopped.
-    server.kill('SIGTERM');
-    await once(server, 'exit');
+    await redis.signal('SIGTERM');
     await exerciseAll(t, call);
     const still = await call('GET', `/api/contacts/${id}`);
     t.equal(still.statusCode, 200);

@@ -7,26 +7,16 @@ import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_pro
 import { once } from 'node:events';
 import { existsSync, readdirSync } from 'node:fs';
 import { chown, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { Test } from 'tap';
-import { smtpCapture, TEST_JWT_SECRET } from '../helper.js';
+import { freePort, smtpCapture, TEST_JWT_SECRET } from '../helper.js';
 
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-export async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, 'close');
-  return port;
-}
 
 /** The newest PostgreSQL server binaries on this machine (PG_BIN overrides); null when there are none. */
 export function postgresBinDir(): string | null {
@@ -127,6 +117,8 @@ export interface PrivateRedis {
   url: string;
   /** SIGKILL: no goodbye to clients. */
   kill(): Promise<void>;
+  /** Sends `signal` to the running server (SIGSTOP hangs it, SIGCONT resumes it); waits for the exit of one that ends it. */
+  signal(signal: NodeJS.Signals): Promise<void>;
   /** A new redis-server on the same port; resolves once it answers PING. */
   start(): Promise<void>;
 }
@@ -152,17 +144,14 @@ export async function privateRedis(t: Test): Promise<PrivateRedis> {
       await sleep(50);
     }
   };
-  await start();
-  return {
-    url,
-    start,
-    kill: async () => {
-      const current = server;
-      if (!alive(current)) return;
-      current.kill('SIGKILL');
-      await once(current, 'exit');
-    },
+  const signal = async (name: NodeJS.Signals) => {
+    const current = server;
+    if (!alive(current)) return;
+    current.kill(name);
+    if (name !== 'SIGSTOP' && name !== 'SIGCONT') await once(current, 'exit');
   };
+  await start();
+  return { url, start, signal, kill: () => signal('SIGKILL') };
 }
 
 export interface LogLine {

@@ -4,28 +4,16 @@
  * must behave as one service.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import t, { type Test } from 'tap';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { migrateToLatest } from '../../plugins/migrate.js';
 import { migrations } from '../../src/db/migrations/index.js';
-import { backend, smtpCapture, testEnv } from '../helper.js';
+import { backend, freePort, smtpCapture, testEnv } from '../helper.js';
 
 const onlyOnPostgres = { skip: backend !== 'postgres' && 'two processes cannot share one embedded database' };
 
 t.test('two instances behave as one service', onlyOnPostgres, (t) => runAcrossInstances(t));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Starts `src/server.ts` and resolves with its base URL once /healthz answers. */
 async function startInstance(t: Test, env: Record<string, string>): Promise<{ url: string; process: ChildProcess }> {
