@@ -6,23 +6,12 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import { bearer, buildAccountsApp, loggedInUser } from '../auth/accounts.js';
+import { seededRandom } from '../helper.js';
 import { craftedPng, jpeg, noise, png, pngChunk, webp } from './images.js';
 
 const SEED = Number(process.env.HOSTILE_SEED ?? 20261122);
 const NOT_AN_IMAGE = { detail: 'Not a valid image' };
 const TOO_MANY_PIXELS = { detail: 'Image is too large: at most 40 megapixels' };
-
-/** mulberry32, as the other hostile-input generators use. */
-function prng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let x = state;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const app = await buildAccountsApp({ teardown: (fn) => t.teardown(fn), fail: (problem) => t.fail(problem) });
 const session = await loggedInUser(app);
@@ -30,7 +19,7 @@ const put = (payload: Buffer, type: string) =>
   app.inject({ method: 'PUT', url: '/api/users/me/avatar', payload, headers: { 'content-type': type, ...bearer(session.accessToken) } });
 const storedRows = async () => (await app.db.selectFrom('avatars').select('name').execute()).length;
 
-const random = prng(SEED);
+const random = seededRandom(SEED);
 const int = (max: number) => Math.floor(random() * max);
 const samples = {
   png: await png(noise(96, 64, SEED)),

@@ -6,7 +6,7 @@ import { createHmac } from 'node:crypto';
 import fc from 'fast-check';
 import { credentials, craftToken, jti } from '../auth/accounts.js';
 import { contactBody } from '../contacts/fixtures.js';
-import { TEST_JWT_SECRET } from '../helper.js';
+import { seededRandom, TEST_JWT_SECRET } from '../helper.js';
 
 export interface HostileCase {
   /** What is odd about the request, for failure reports. */
@@ -46,18 +46,6 @@ export interface Family {
 // ---------------------------------------------------------------------------------------------
 // Seeded choice
 
-/** mulberry32: a small, fast, seedable PRNG; enough to pick cases deterministically. */
-function prng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let x = state;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 interface Rng {
   int(min: number, max: number): number;
   pick<T>(items: readonly T[]): T;
@@ -65,7 +53,7 @@ interface Rng {
 }
 
 function rng(seed: number): Rng {
-  const next = prng(seed);
+  const next = seededRandom(seed);
   const int = (min: number, max: number) => min + Math.floor(next() * (max - min + 1));
   return {
     int,

@@ -18,7 +18,7 @@ import { loadConfig } from '../../plugins/config.js';
 import { buildApp } from '../../src/app.js';
 import { buildContactsApp, contactBody, createUser, type TestUser } from '../contacts/fixtures.js';
 import { startService } from '../faults/processes.js';
-import { backend, testEnv } from '../helper.js';
+import { backend, seededRandom, testEnv } from '../helper.js';
 
 const onlyOnPostgres = { skip: backend !== 'postgres' && 'two processes and a second session need PostgreSQL; the embedded database has one session' };
 const CHANGED = { detail: 'Precondition Failed: the contact has changed' };
@@ -68,15 +68,6 @@ function viaHttp(baseUrl: string, user: TestUser, name: string): Endpoint {
   };
 }
 
-/** mulberry32: the same seed, the same choices (timing still varies). */
-function seeded(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let r = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
-    return ((r ^ (r >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Resolves once `n` sessions of the database wait for a lock. */
 async function lockWaiters(monitor: pg.Client, n: number): Promise<void> {
@@ -328,7 +319,7 @@ class Replica {
  */
 async function syncRace(t: Test, options: SyncRaceOptions): Promise<void> {
   const { endpoints, userId, sql } = options;
-  const random = seeded(options.seed);
+  const random = seededRandom(options.seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
   const live = new Set<number>();
   const tags = new Map<number, string>();

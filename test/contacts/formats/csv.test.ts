@@ -4,21 +4,10 @@ import fc from 'fast-check';
 import t from 'tap';
 import { csvHeader, csvRowOf, parseCsv } from '../../../src/contacts/formats/csv.js';
 import type { Contact, ImportEntry, ImportFields } from '../../../src/contacts/formats/entries.js';
+import { jane } from './jane.js';
 
 const SEED = 20261122;
 const HEADER = 'first_name,last_name,email,phone,birthday,additional_data';
-
-const jane: Contact = {
-  id: 7,
-  first_name: 'Jane',
-  last_name: 'Doe',
-  email: 'jane@example.com',
-  phone: '+14155550123',
-  birthday: '1990-05-17',
-  additional_data: null,
-  created_at: '2025-01-01T00:00:00.000Z',
-  updated_at: '2025-01-31T09:30:00.123Z',
-};
 
 /** The entries of a body whose header is accepted. */
 const entriesOf = (body: string): ImportEntry[] => {
