@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import fp from 'fastify-plugin';
 
@@ -105,15 +106,34 @@ class EnvReader {
   }
 }
 
-/** `true`, `false`, a hop count (trust that many proxies in front), or trusted proxy addresses/CIDRs. */
-function trustProxy(raw: string | undefined): AppConfig['trustProxy'] {
+/** Names Fastify (proxy-addr) accepts for address ranges in `trustProxy`. */
+const PROXY_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** An address, a CIDR (`10.0.0.0/8`) or a named range, as proxy-addr takes them. */
+function isProxyAddress(entry: string): boolean {
+  if (PROXY_RANGES.has(entry)) return true;
+  const [address = '', bits, ...rest] = entry.split('/');
+  const version = isIP(address);
+  if (version === 0 || rest.length > 0) return false;
+  return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (version === 4 ? 32 : 128));
+}
+
+/**
+ * TRUST_PROXY: `true`, `false`, a hop count (trust that many proxies in front), or trusted proxy
+ * addresses, CIDRs and named ranges, comma-separated. Anything else is a problem named here rather
+ * than an exception from inside Fastify.
+ */
+function trustProxy(read: EnvReader, raw: string | undefined): AppConfig['trustProxy'] {
   if (raw === undefined || raw === '' || raw === 'false') return false;
   if (raw === 'true') return true;
   if (/^\d+$/.test(raw)) {
     const hops = Number(raw);
     return (_address: string, hop: number) => hop < hops;
   }
-  return raw;
+  const bad = raw.split(',').map((entry) => entry.trim()).find((entry) => !isProxyAddress(entry));
+  if (bad === undefined) return raw;
+  read.problems.push(`TRUST_PROXY must be true, false, a hop count, or addresses, CIDRs or loopback/linklocal/uniquelocal, got '${bad}'`);
+  return false;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -199,7 +219,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     verifyTokenTtl: read.integer('VERIFY_TOKEN_TTL', 604_800, 1, 31_536_000),
     resetTokenTtl: read.integer('RESET_TOKEN_TTL', 900, 1, 86_400),
     bcryptCost: read.integer('BCRYPT_COST', 12, 4, 15),
-    trustProxy: trustProxy(env.TRUST_PROXY),
+    trustProxy: trustProxy(read, env.TRUST_PROXY),
     logLevel,
     corsOrigins: read.text('CORS_ORIGINS', '').split(',').map((o) => o.trim()).filter(Boolean),
     rateLimitAnonPerMin: read.integer('RATE_LIMIT_ANON_PER_MIN', 20, 1, 1_000_000),

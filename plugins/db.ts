@@ -38,8 +38,9 @@ async function embeddedPool(dir: string): Promise<PostgresPool> {
       import('@electric-sql/pglite/contrib/pg_trgm'),
       import('@electric-sql/pglite/contrib/btree_gin'),
     ]);
-  } catch {
-    throw new Error('DATABASE_URL is unset and the embedded database (@electric-sql/pglite) is not installed: set DATABASE_URL, or install every dependency with npm ci');
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw error;
+    throw new Error('DATABASE_URL is unset and the embedded database (@electric-sql/pglite) is not installed: set DATABASE_URL, or install every dependency with npm ci', { cause: error });
   }
   const [{ PGlite }, { pg_trgm }, { btree_gin }] = modules;
   // The database's files are this user's alone (server.ts also sets the umask for the files inside).

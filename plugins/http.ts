@@ -7,6 +7,7 @@ import fp from 'fastify-plugin';
 import helmet from 'helmet';
 import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './http/error-handler.js';
 import { parseJsonBody } from './http/json-body.js';
+import { MULTIPART_FIELD_BYTES } from './http/multipart.js';
 import { compileValidator, formatSchemaError } from './http/validation.js';
 
 const MiB = 1024 * 1024;
@@ -62,7 +63,7 @@ export default fp<HttpOptions>(
     app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
     await app.register(formbody);
     // Operations read multipart fields themselves (http/multipart.ts), so parse errors stay 400s.
-    await app.register(multipart, { limits: { files: 0, fields: 10, fieldSize: 4096 } });
+    await app.register(multipart, { limits: { files: 0, fields: 10, fieldSize: MULTIPART_FIELD_BYTES } });
 
     const headers = securityHeaders();
     app.addHook('onRequest', (_request, reply, done) => {

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+// kysely 0.28 (the last line for Node 20) exports Migrator from its root; 0.29 moves it to 'kysely/migration'.
 import { type Kysely, type Migration, Migrator, sql } from 'kysely';
 
 /**
@@ -24,7 +25,6 @@ const LOCK_POLL_MS = 100;
  * the session holding the lock would wait for that snapshot forever (a deadlock).
  */
 export async function migrateToLatest(db: Kysely<any>, migrations: Record<string, AppMigration>): Promise<string[]> {
-  // kysely 0.28 (the last line for Node 20) exports Migrator from its root; 0.29 moves it to 'kysely/migration'.
   const provider = { getMigrations: async () => migrations };
   return db.connection().execute(async (session) => {
     while (!(await sql<{ locked: boolean }>`select pg_try_advisory_lock(${LOCK_KEY}) as locked`.execute(session)).rows[0]?.locked) {

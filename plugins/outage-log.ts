@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 /** Reports a dependency's outages: `failed` and `answered` may be called on every request; only changes are logged. */
 export interface OutageLog {
   /** A call failed for want of the dependency: a warning, unless the outage is already known. */
-  failed(error: unknown, fields?: Record<string, unknown>): void;
+  failed(error: unknown): void;
   /** A call succeeded: an info line, when it ends an outage. */
   answered(): void;
 }
@@ -23,12 +23,12 @@ export function outageLog(log: FastifyBaseLogger, messages: { down: string; up: 
     log.info(messages.up);
   };
   return {
-    failed(error, fields = {}) {
+    failed(error) {
       clearTimeout(settling);
       settling = undefined;
       if (down) return;
       down = true;
-      log.warn({ err: error, ...fields }, messages.down);
+      log.warn({ err: error }, messages.down);
     },
     answered() {
       if (!down || settling) return;

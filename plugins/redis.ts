@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin';
 import { Redis } from 'ioredis';
+import { outageLog } from './outage-log.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -36,16 +37,9 @@ export default fp(
       retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
     });
     // Without a listener ioredis reports every failed reconnect as an unhandled error; one warning per outage is enough.
-    let down = false;
-    client.on('error', (error: Error) => {
-      if (down) return;
-      down = true;
-      app.log.warn({ err: error }, 'redis unavailable; serving without it');
-    });
-    client.on('ready', () => {
-      if (down) app.log.info('redis reachable again');
-      down = false;
-    });
+    const outage = outageLog(app.log, { down: 'redis unavailable; serving without it', up: 'redis reachable again' });
+    client.on('error', (error: Error) => outage.failed(error));
+    client.on('ready', () => outage.answered());
 
     let timer: NodeJS.Timeout | undefined;
     const gaveUp = new Promise<void>((resolve) => {

@@ -17,7 +17,7 @@ import pg from 'pg';
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const SERVER_ENTRY = 'dist/src/server.js';
 const BUILD_INPUTS = ['src', 'plugins', 'scripts/migrate.ts', 'scripts/bench-ceiling.ts', 'openapi.yaml', 'tsconfig.json', 'tsconfig.build.json'];
-export const POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432';
+const POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432';
 export const REDIS_URL = 'redis://127.0.0.1:6379';
 
 export const log = (message: string) => console.error(`bench: ${message}`);
@@ -64,7 +64,7 @@ export function ensureBuilt(entries: string[]): void {
   if (build.status !== 0) throw new Error('npm run build failed');
 }
 
-export async function adminQuery(sql: string): Promise<void> {
+async function adminQuery(sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: `${POSTGRES_URL}/postgres` });
   await client.connect();
   try {
@@ -95,7 +95,7 @@ export async function deleteRedisKeys(prefix: string): Promise<void> {
   }
 }
 
-export async function freePort(): Promise<number> {
+async function freePort(): Promise<number> {
   const server = net.createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;

@@ -1,4 +1,4 @@
-/** Process entry: build the app, listen, and close gracefully on SIGTERM/SIGINT, within a deadline. */
+/** Process entry: build the app, listen, and close gracefully on a signal or a fatal error, within a deadline. */
 import closeWithGrace from 'close-with-grace';
 import { ConfigError, loadConfig } from '../plugins/config.js';
 import { buildApp } from './app.js';
@@ -36,7 +36,8 @@ app.addHook('onSend', (_request, reply, payload, done) => {
 try {
   await app.listen({ host: config.host, port: config.port });
 } catch (error) {
-  await app.close();
+  // Closing what did start must not hide the reason the start failed.
+  await app.close().catch(() => undefined);
   const code = (error as NodeJS.ErrnoException).code;
   if (code === 'EADDRINUSE') startupFailed(`port ${config.port} on ${config.host} is already in use: stop the other process, or set PORT`);
   if (code === 'EADDRNOTAVAIL') startupFailed(`${config.host} is not an address of this machine: fix HOST`);
@@ -44,14 +45,15 @@ try {
 }
 app.log.info(`Docs at ${config.publicBaseUrl}/docs`);
 
-// close() stops accepting connections, lets requests in flight finish, then runs onClose hooks. A
-// request that never finishes (a query stuck on a lock, say) must not hold the process forever:
-// past SHUTDOWN_TIMEOUT_MS it exits 1, and the orchestrator restarts it.
+// On SIGTERM, SIGINT (and the other signals close-with-grace handles) or an uncaught error: close()
+// stops accepting connections, lets requests in flight finish, then runs onClose hooks (database,
+// password pool, Redis). A request that never finishes (a query stuck on a lock, say) must not hold
+// the process forever: past SHUTDOWN_TIMEOUT_MS it exits 1, and the orchestrator restarts it.
 closeWithGrace(
   {
     delay: config.shutdownTimeoutMs,
     logger: { error: (message: unknown) => app.log.error(message) },
-    onTimeout: (delay) => app.log.error({ timeoutMs: delay }, 'requests still in flight at the shutdown deadline; exiting with code 1'),
+    onTimeout: (delay) => app.log.error({ timeoutMs: delay }, 'shutdown did not finish by the shutdown deadline (requests in flight or closing hooks); exiting with code 1'),
   },
   async ({ signal, err }) => {
     shuttingDown = true;

@@ -189,6 +189,13 @@ t.test('TRUST_PROXY takes true, false, a hop count or addresses', async (t) => {
   t.equal(typeof hops, 'function');
   t.equal(hops('10.0.0.1', 0), true);
   t.equal(hops('10.0.0.1', 1), false);
+  t.equal((await load('loopback, 10.0.0.0/8, ::1, fd00::/8')).trustProxy, 'loopback, 10.0.0.0/8, ::1, fd00::/8');
+  const cases: [value: string, bad: string][] = [['yes', 'yes'], ['10.0.0.1, 10.0.0.0/33', '10.0.0.0/33'], ['10.0.0.0/8/1', '10.0.0.0/8/1'], ['10.0.0.1,', '']];
+  for (const [value, bad] of cases) {
+    const error = await load(value).then(() => null, (e: unknown) => e);
+    t.type(error, ConfigError, `TRUST_PROXY=${value} is refused`);
+    t.strictSame((error as ConfigError).problems, [`TRUST_PROXY must be true, false, a hop count, or addresses, CIDRs or loopback/linklocal/uniquelocal, got '${bad}'`]);
+  }
 });
 
 t.test('the settings reach the app: token lifetimes and bcrypt cost', async (t) => {

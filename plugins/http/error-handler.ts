@@ -10,14 +10,19 @@ const DATABASE_RETRY_AFTER_S = 5;
 /** Fastify's and its plugins' own client errors, reworded; anything else 4xx keeps its message. */
 const FRAMEWORK_ERRORS: Record<string, { status: number; detail: string }> = {
   FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, detail: 'Request body is too large' },
-  // @fastify/multipart: a form without file fields (login) takes no file part; a file part
-  // larger than its operation allows is a body too large (http/multipart.ts).
+  // @fastify/multipart's limits: a form without file fields (login) takes no file part; a file
+  // part larger than its operation allows is a body too large (http/multipart.ts).
   FST_FILES_LIMIT: { status: 422, detail: 'body must not contain files' },
   FST_REQ_FILE_TOO_LARGE: { status: 413, detail: 'Request body is too large' },
   FST_FIELDS_LIMIT: { status: 422, detail: 'body has too many fields' },
   FST_PARTS_LIMIT: { status: 422, detail: 'body has too many fields' },
   FST_PROTO_VIOLATION: { status: 422, detail: 'body/__proto__ is not an allowed property' },
 };
+
+/** Whether the error handler has its own answer for this framework error code. */
+export function hasFrameworkAnswer(code: string): boolean {
+  return code in FRAMEWORK_ERRORS;
+}
 
 /** The one place errors become `{detail}` bodies. 5xx details never carry internals. */
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {

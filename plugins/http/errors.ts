@@ -1,4 +1,4 @@
-/** Typed errors that services throw; the error handler in src/http/error-handler.ts turns them into `{detail}` bodies. */
+/** Typed errors that services throw; the error handler (plugins/http/error-handler.ts) turns them into `{detail}` bodies. */
 export class HttpError extends Error {
   constructor(
     readonly statusCode: number,

@@ -1,5 +1,5 @@
 /** JSON bodies nest at most this deep: deeper input only exhausts stacks further down. */
-export const MAX_DEPTH = 32;
+const MAX_DEPTH = 32;
 
 /** Why PostgreSQL cannot store `text` (a NUL, or an unpaired UTF-16 surrogate), or null when it can. */
 export function unstorableText(text: string): string | null {

@@ -49,7 +49,8 @@ declare module 'fastify' {
   }
 }
 
-function mediaType(request: FastifyRequest): string | undefined {
+/** The request's media type, lower-cased, without parameters (`text/csv; charset=utf-8` → `text/csv`). */
+export function mediaType(request: FastifyRequest): string | undefined {
   return request.headers['content-type']?.split(';', 1)[0]?.trim().toLowerCase();
 }
 
@@ -86,15 +87,19 @@ async function refuseUnstorableInput(request: FastifyRequest) {
   if (problem) throw new ValidationFailed(problem);
 }
 
+/** Trims the string values of `fields` in `body` in place. */
+function trimIn(body: Record<string, unknown>, fields: readonly string[]): void {
+  for (const field of fields) {
+    const value = body[field];
+    if (typeof value === 'string') body[field] = value.trim();
+  }
+}
+
 /** Trims the body fields marked `x-trim` before validation, so length bounds apply to the trimmed value. */
 function trimFields(fields: readonly string[]) {
   return async function trimFields(request: FastifyRequest) {
     const body = request.body as Record<string, unknown> | null;
-    if (typeof body !== 'object' || body === null) return;
-    for (const field of fields) {
-      const value = body[field];
-      if (typeof value === 'string') body[field] = value.trim();
-    }
+    if (typeof body === 'object' && body !== null) trimIn(body, fields);
   };
 }
 
@@ -107,9 +112,7 @@ export function bodyCheckerOf(operation: OperationSpec): (body: Record<string, u
   const validate = compileValidator({ schema: (operation.schema as { body: object }).body, httpPart: 'body' });
   return (body) => {
     const checked = { ...body };
-    for (const field of operation.trimmedBodyFields) {
-      if (typeof checked[field] === 'string') checked[field] = checked[field].trim();
-    }
+    trimIn(checked, operation.trimmedBodyFields);
     const unstorable = unstorableInput('body', checked);
     if (unstorable) return { detail: unstorable };
     if (!validate(checked)) return { detail: formatSchemaError(validate.errors ?? [], 'body').message };

@@ -7,11 +7,10 @@ export type TokenPair = components['schemas']['TokenPair'];
 /** What `client.POST` gives for these operations: `data` (the pair) or `error` (`{ detail }`), and `response`. */
 export type TokenResult = FetchResponse<operations['login'] | operations['refreshToken'], object, `${string}/${string}`>;
 
-/** `POST /api/auth/login` with the form body the service takes (not JSON); `data` is the token pair. */
+/** `POST /api/auth/login` with the form body the service takes (urlencoded, not JSON: openapi-fetch encodes it by its Content-Type); `data` is the token pair. */
 export function login(client: ContactsClient, form: LoginForm): Promise<TokenResult> {
   return client.POST('/api/auth/login', {
     body: form,
-    bodySerializer: (body) => new URLSearchParams(body),
     headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
   });
 }

@@ -80,7 +80,6 @@ export async function syncContacts(client: ContactsClient, store: SyncStore, opt
 }
 
 /** A SyncStore in memory: `contacts` by id and the `token`, for tests and short-lived clients. */
-/** A store in memory: every call completes at once. */
 export interface MemorySyncStore extends SyncStore {
   readonly contacts: ReadonlyMap<number, Contact>;
   readonly token: string | null;

@@ -2,9 +2,9 @@ import sharp from 'sharp';
 import { ValidationFailed } from '../../plugins/http/errors.js';
 
 /** Width × height an upload may have: checked from its header, before any pixel is decoded. */
-export const MAX_IMAGE_PIXELS = 40_000_000;
+const MAX_IMAGE_PIXELS = 40_000_000;
 /** The stored rendition is AVATAR_SIZE × AVATAR_SIZE. */
-export const AVATAR_SIZE = 256;
+const AVATAR_SIZE = 256;
 
 export const NOT_AN_IMAGE = 'Not a valid image';
 export const TOO_MANY_PIXELS = `Image is too large: at most ${MAX_IMAGE_PIXELS / 1_000_000} megapixels`;
@@ -22,7 +22,7 @@ const PNG_END = Buffer.from([0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82]);
  * The format the bytes' signature names, among those taken; null for anything else. libvips picks
  * its decoder by the same signature, so no other decoder (SVG, TIFF, HEIF, …) ever sees an upload.
  */
-export function sniffFormat(bytes: Buffer): Format | null {
+function sniffFormat(bytes: Buffer): Format | null {
   if (bytes.subarray(0, 8).equals(PNG_SIGNATURE)) return 'png';
   if (bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) return 'jpeg';
   if (bytes.toString('latin1', 0, 4) === 'RIFF' && bytes.toString('latin1', 8, 12) === 'WEBP') return 'webp';

@@ -126,6 +126,16 @@ function orderTerms(keys: readonly SortKey[]): [RawBuilder<unknown>, OrderByModi
   return keys.some((key) => key.field === 'id') ? terms : [...terms, [sql.ref('contacts.id'), 'asc']];
 }
 
+/** `query` ordered by `terms`. */
+function ordered<Q extends { orderBy(term: RawBuilder<unknown>, direction: OrderByModifiers): Q }>(query: Q, terms: ReturnType<typeof orderTerms>): Q {
+  return terms.reduce((ordering, [term, direction]) => ordering.orderBy(term, direction), query);
+}
+
+/** The WHERE of the owner's contacts that match `conditions`. */
+function matching(ownerId: number, conditions: readonly Condition[]) {
+  return (eb: ContactsBuilder) => eb.and([eb('owner_id', '=', ownerId), filterPredicate(eb, conditions)]);
+}
+
 /**
  * The owner's contacts matching `conditions`, one page in `sort` order, and the total, from one
  * statement (one snapshot). The count and the page are separate scans, so a page reads about
@@ -140,29 +150,22 @@ export async function listContacts(
   { skip, limit }: PageRequest,
   sort: readonly SortKey[] = [],
 ): Promise<PageOf<ContactRow>> {
-  const matches = (eb: ContactsBuilder) => eb.and([eb('owner_id', '=', ownerId), filterPredicate(eb, conditions)]);
+  const matches = matching(ownerId, conditions);
   // The page's ids in order from the matches, then the page's rows in that order again (a page is
   // small). Inside the subquery and outside, `contacts` names that scope's own table.
   const terms = orderTerms(sort);
-  const result = await terms
-    .reduce(
-      (query, [term, direction]) => query.orderBy(term, direction),
-      db
-        .selectFrom((eb) => eb.selectFrom('contacts').where(matches).select((count) => count.fn.countAll<number>().as('total')).as('counted'))
-        .leftJoin(
-          (eb) =>
-            terms
-              .reduce((query, [term, direction]) => query.orderBy(term, direction), eb.selectFrom('contacts').where(matches).select('id'))
-              .offset(skip)
-              .limit(limit)
-              .as('page'),
-          (join) => join.onTrue(),
-        )
-        .leftJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))
-        .select('counted.total')
-        .select(CONTACT_COLUMNS.map((column) => `contacts.${column}` as const)),
-    )
-    .execute();
+  const result = await ordered(
+    db
+      .selectFrom((eb) => eb.selectFrom('contacts').where(matches).select((count) => count.fn.countAll<number>().as('total')).as('counted'))
+      .leftJoin(
+        (eb) => ordered(eb.selectFrom('contacts').where(matches).select('id'), terms).offset(skip).limit(limit).as('page'),
+        (join) => join.onTrue(),
+      )
+      .leftJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))
+      .select('counted.total')
+      .select(CONTACT_COLUMNS.map((column) => `contacts.${column}` as const)),
+    terms,
+  ).execute();
   const total = result[0]?.total ?? 0;
   const rows = result.flatMap(({ total: _total, ...row }) => (row.id === null ? [] : [row as ContactRow]));
   return { total, rows };
@@ -180,11 +183,7 @@ export async function* streamContacts(
   sort: readonly SortKey[],
   batchSize: number,
 ): AsyncGenerator<ContactRow[]> {
-  const matching = orderTerms(sort).reduce(
-    (query, [term, direction]) => query.orderBy(term, direction),
-    db.selectFrom('contacts').where((eb) => eb.and([eb('owner_id', '=', ownerId), filterPredicate(eb, conditions)])).select(CONTACT_COLUMNS),
-  );
-  const { sql: select, parameters } = matching.compile();
+  const { sql: select, parameters } = ordered(db.selectFrom('contacts').where(matching(ownerId, conditions)).select(CONTACT_COLUMNS), orderTerms(sort)).compile();
   const trx = await db.startTransaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute();
   try {
     await trx.executeQuery(CompiledQuery.raw(`declare contacts_export no scroll cursor for ${select}`, [...parameters]));

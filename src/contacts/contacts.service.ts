@@ -94,7 +94,7 @@ export async function invalidate(deps: ContactsDeps, ownerId: number): Promise<v
   await deps.cache.invalidate(ownerId);
 }
 
-export interface ContactPage {
+interface ContactPage {
   total: number;
   contacts: Contact[];
 }
@@ -134,7 +134,10 @@ function preconditionOf(ifMatch: string | undefined, id: number): Precondition |
   if (tags === '*') return { anyVersion: true };
   const versions = tags.flatMap((tag) => {
     const match = /^"([0-9a-z]{1,12})-([0-9a-z]{1,7})"$/.exec(tag);
-    return match && parseInt(match[2]!, 36) === id ? [new Date(parseInt(match[1]!, 36))] : [];
+    if (!match || parseInt(match[2]!, 36) !== id) return [];
+    // Twelve base-36 digits reach past the last date JavaScript holds: such a tag names no version.
+    const version = new Date(parseInt(match[1]!, 36));
+    return Number.isNaN(version.getTime()) ? [] : [version];
   });
   return { versions };
 }

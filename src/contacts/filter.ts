@@ -24,8 +24,8 @@ export function isDayField(field: DateField): boolean {
   return kinds[field] === 'date';
 }
 
-export const MAX_EXPRESSION_LENGTH = 2000;
-export const MAX_CONDITIONS = 20;
+const MAX_EXPRESSION_LENGTH = 2000;
+const MAX_CONDITIONS = 20;
 
 /**
  * One bound of a range. Birthday bounds are `YYYY-MM-DD`; timestamp bounds are
@@ -82,7 +82,7 @@ export function stripPhoneSeparators(phone: string): string {
 }
 
 /** Whether `text` is a real calendar date `YYYY-MM-DD` from year 1. */
-export function isRealDate(text: string): boolean {
+function isRealDate(text: string): boolean {
   const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
   if (!match) return false;
   const [year, month, day] = [Number(match[1]), Number(match[2]), Number(match[3])];

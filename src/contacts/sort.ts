@@ -7,8 +7,8 @@ import { schemaFields } from '../generated/schemas.js';
 const { sortable, kinds } = schemaFields.Contact;
 
 /** The keys `sort` takes: the properties marked `x-sort` in openapi.yaml. */
-export const SORT_FIELDS = sortable;
-export type SortField = (typeof SORT_FIELDS)[number];
+const SORT_FIELDS = sortable;
+type SortField = (typeof SORT_FIELDS)[number];
 
 /** Text fields order by their lower-cased value, then by the value itself. */
 export const TEXT_SORT_FIELDS: readonly SortField[] = SORT_FIELDS.filter((field) => kinds[field] === 'text');
@@ -18,7 +18,7 @@ export interface SortKey {
   descending: boolean;
 }
 
-export const MAX_SORT_KEYS = 3;
+const MAX_SORT_KEYS = 3;
 
 /** A sort expression that cannot be used; `message` is the API's `detail`. */
 export class SortError extends Error {}

@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /**
  * Where a sync client stands, carried in its opaque token. A round reads every change of
- * transactions from `since` on (a transaction id: see contacts.sync.ts for why that misses nothing);
+ * transactions from `since` on (a transaction id: see sync.service.ts for why that misses nothing);
  * `sinceAt` is when that frontier was taken, which decides whether the token outlived the tombstones.
  */
 export type SyncState =

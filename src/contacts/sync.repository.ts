@@ -56,7 +56,7 @@ export function contactsByIds(db: Kysely<Database>, ownerId: number, ids: readon
   return db.selectFrom('contacts').select(CONTACT_COLUMNS).where('owner_id', '=', ownerId).where('id', 'in', ids).execute();
 }
 
-/** Forgets the owner's tombstones older than `before`: tokens that would need them are refused by then. */
-export async function purgeTombstones(db: Kysely<Database>, ownerId: number, before: Date): Promise<void> {
-  await db.deleteFrom('contact_tombstones').where('owner_id', '=', ownerId).where('deleted_at', '<', before).execute();
+/** Forgets every owner's tombstones older than `before` (by the deleted_at index): tokens that would need them are refused by then. */
+export async function purgeTombstones(db: Kysely<Database>, before: Date): Promise<void> {
+  await db.deleteFrom('contact_tombstones').where('deleted_at', '<', before).execute();
 }

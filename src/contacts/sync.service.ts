@@ -19,7 +19,7 @@ import * as repository from './sync.repository.js';
 type SyncPage = components['schemas']['SyncPage'];
 
 /** What sync needs from the app. */
-export type SyncDeps = Pick<FastifyInstance, 'db' | 'config' | 'now'>;
+type SyncDeps = Pick<FastifyInstance, 'db' | 'config' | 'now'>;
 
 const DAY_MS = 86_400_000;
 /**
@@ -42,7 +42,7 @@ export async function syncContacts(deps: SyncDeps, ownerId: number, token: strin
     if (error instanceof SyncTokenError) throw error.expired ? new HttpError(410, error.message) : new BadRequest(error.message);
     throw error;
   }
-  await repository.purgeTombstones(deps.db, ownerId, new Date(now - retentionMs - PURGE_MARGIN_MS));
+  await repository.purgeTombstones(deps.db, new Date(now - retentionMs - PURGE_MARGIN_MS));
   const { contacts, deleted, next, hasMore } = state.phase === 'full' ? await fullPage(deps, ownerId, state, limit) : await deltaPage(deps, ownerId, state, limit, now);
   return { contacts, deleted, next_token: encodeSyncToken(deps.config.jwtSecret, ownerId, next), has_more: hasMore };
 }

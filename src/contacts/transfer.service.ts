@@ -16,7 +16,7 @@ import { parseVcards, vcardOf } from './formats/vcard.js';
 
 type ContactCreate = components['schemas']['ContactCreate'];
 type ImportReport = components['schemas']['ImportReport'];
-export type ExportFormat = 'vcard' | 'csv';
+type ExportFormat = 'vcard' | 'csv';
 export type ImportType = 'text/vcard' | 'text/csv';
 
 /** Rows per FETCH: one batch is all an export holds in memory. */
@@ -36,7 +36,7 @@ const PARSERS: Record<ImportType, (text: string, options: { maxEntries: number }
 /** An import entry is a create: checked as the route checks a create's body. */
 const checkCreateBody = bodyCheckerOf(operationTable.createContact);
 
-export interface ContactsFile {
+interface ContactsFile {
   contentType: string;
   fileName: string;
   /** Bytes in `content`. */

@@ -40,14 +40,14 @@ export interface ContactsTable {
 }
 
 /** A deleted contact, remembered for incremental sync; written by a trigger. */
-export interface ContactTombstonesTable {
+interface ContactTombstonesTable {
   contact_id: number;
   owner_id: number;
   change_xid: ColumnType<string, never, never>;
   deleted_at: ColumnType<Date, never, never>;
 }
 
-export interface AvatarsTable {
+interface AvatarsTable {
   /** Opaque and never reused: the URL is `/avatars/<name>.webp`. */
   name: string;
   /** Unique: a user has at most one avatar. */

@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { isDatabaseUnavailable } from '../../plugins/db.js';
 import { ServiceUnavailable } from '../../plugins/http/errors.js';
 import type { OperationHandlers } from '../operation-types.js';
 
@@ -31,8 +32,10 @@ export const healthHandlers = {
     const app = request.server;
     const dbFailure = await probeFailure(() => sql`select 1`.execute(app.db));
     if (dbFailure) {
-      // Said once per outage, as for requests that need the database.
-      app.databaseOutage.failed(dbFailure);
+      // An unreachable database is said once per outage, as for requests that need it; a slow
+      // answer is no outage (nothing would ever say it ended), just this probe's warning.
+      if (isDatabaseUnavailable(dbFailure)) app.databaseOutage.failed(dbFailure);
+      else request.log.warn({ err: dbFailure }, 'readiness: the database did not answer in time');
       throw new ServiceUnavailable('Database unavailable');
     }
     // Without Redis the cache is in-process and always answers. Redis outages are logged by the

@@ -9,7 +9,7 @@ export type User = components['schemas']['User'];
 export type UsersDeps = Pick<FastifyInstance, 'db' | 'config'>;
 
 /** The public URL of an avatar (the `getAvatar` operation of openapi.yaml). */
-export function avatarUrl(publicBaseUrl: string, name: string): string {
+function avatarUrl(publicBaseUrl: string, name: string): string {
   return `${publicBaseUrl}/avatars/${name}.webp`;
 }
 

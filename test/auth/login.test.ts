@@ -85,6 +85,12 @@ t.test('login refuses JSON and validates the form', async (t) => {
   const extraField = await app.inject({ method: 'POST', url: '/api/auth/login', ...extra });
   t.equal(extraField.statusCode, 422);
   t.same(extraField.json(), { detail: 'body/grant_type is not an allowed property' });
+
+  // The form parser cuts a text field at 4096 bytes: never silently.
+  const long = formBody({ username: 'u'.repeat(4097), password: 'whatever' }, 'multipart');
+  const tooLong = await app.inject({ method: 'POST', url: '/api/auth/login', ...long });
+  t.equal(tooLong.statusCode, 422);
+  t.strictSame(tooLong.json(), { detail: 'body/username must be at most 4096 bytes' });
 });
 
 t.test('a newer login replaces the stored refresh token, stored as a SHA-256 digest', async (t) => {

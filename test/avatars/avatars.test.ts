@@ -294,6 +294,7 @@ t.test('refused uploads store nothing and leave the previous avatar in place', a
     ['multipart: the file under another name', () => uploadForm(app, session, [{ name: 'photo', filename: 'a.png', data: valid }]), 422, 'body/file is required'],
     ['multipart: a text field besides the file', () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', data: valid }, { name: 'caption', data: 'me' }]), 422, 'body/caption is not an allowed property'],
     ['multipart: a file that is no image', () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', contentType: 'image/png', data: randomBytes(500) }]), 422, 'Not a valid image'],
+    ['multipart: a text part declared JSON that is not', () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', data: valid }, { name: 'meta', contentType: 'application/json', data: '{not json' }]), 400, 'Malformed multipart body'],
     ['multipart cut short', async () => {
       const form = multipartBody([{ name: 'file', filename: 'a.png', data: valid }]);
       return app.inject({ method: 'PUT', url: '/api/users/me/avatar', payload: form.payload.subarray(0, form.payload.length >> 1), headers: { ...form.headers, ...bearer(session.accessToken) } });

@@ -3,12 +3,11 @@
  * generation when it restarts without persistence (or evicts the key); the generations that follow
  * must never come back to one for which an instance still holds an answer in memory.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { privateRedis } from '../faults/processes.js';
 import { backend } from '../helper.js';
 import { as, buildContactsApp, contactBody, createUser } from './fixtures.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 t.test(
   'after a Redis restart a cached page never answers 304 to a tag the current page no longer has',

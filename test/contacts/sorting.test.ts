@@ -238,4 +238,5 @@ t.test('sort errors: 400 with the exact detail, keys checked left to right, the 
   t.strictSame(long.json(), { detail: 'querystring/sort must NOT have more than 200 characters' });
   const anonymous = await app.inject({ method: 'GET', url: '/api/contacts/?sort=nickname' });
   t.equal(anonymous.statusCode, 401, 'authentication first');
+  t.strictSame(anonymous.json(), { detail: 'Not authenticated' });
 });

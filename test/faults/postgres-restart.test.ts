@@ -5,6 +5,7 @@
  * another 5xx, never a refused connection) only while the database is away, serve 2xx again
  * within 5 s of it being back, lose no acknowledged create, and its /readyz must follow.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { backend, smtpCapture } from '../helper.js';
 import {
@@ -12,7 +13,6 @@ import {
   startService, summarise, type Window,
 } from './processes.js';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** The contract: 2xx again within this long after the database is back. */
 const RECOVERY_MS = 5_000;
 /** 503s answered this long after the database is back still count as the outage (answers already on their way). */

@@ -10,13 +10,13 @@ import { chown, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { Test } from 'tap';
 import { freePort, smtpCapture, TEST_JWT_SECRET } from '../helper.js';
 
 const run = promisify(execFile);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The newest PostgreSQL server binaries on this machine (PG_BIN overrides); null when there are none. */
 export function postgresBinDir(): string | null {

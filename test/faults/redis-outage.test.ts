@@ -4,6 +4,7 @@
  * its /readyz follows Redis, and it tells the log once that Redis went away and once that it came
  * back, per component that uses Redis, instead of a warning per request.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { backend, smtpCapture } from '../helper.js';
 import {
@@ -11,7 +12,6 @@ import {
   serviceEnv, signUp, startLoad, startService, summarise, type Window,
 } from './processes.js';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** The contract: 2xx (and a ready /readyz) again within this long after the dependency is back. */
 const RECOVERY_MS = 5_000;
 const GRACE_MS = 1_000;

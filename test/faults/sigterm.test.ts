@@ -6,6 +6,7 @@
  *   - A request that never finishes does not hold the process: it exits non-zero once
  *     SHUTDOWN_TIMEOUT_MS has passed.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import t, { type Test } from 'tap';
 import { backend, smtpCapture } from '../helper.js';
@@ -14,7 +15,6 @@ import {
   startService,
 } from './processes.js';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** src/server.ts: the default shutdown deadline. */
 const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
 /** Requests sent this close to the signal may reach a server that is already closing. */

@@ -10,6 +10,7 @@
  * that write the table directly and commit late, and API writes that wait on a held row lock, so
  * commits land out of transaction order.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import { CompiledQuery } from 'kysely';
 import pg from 'pg';
@@ -22,7 +23,6 @@ import { backend, seededRandom, testEnv } from '../helper.js';
 
 const onlyOnPostgres = { skip: backend !== 'postgres' && 'two processes and a second session need PostgreSQL; the embedded database has one session' };
 const CHANGED = { detail: 'Precondition Failed: the contact has changed' };
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 type Contact = Record<string, any> & { id: number };
 
@@ -67,7 +67,6 @@ function viaHttp(baseUrl: string, user: TestUser, name: string): Endpoint {
     },
   };
 }
-
 
 /** Resolves once `n` sessions of the database wait for a lock. */
 async function lockWaiters(monitor: pg.Client, n: number): Promise<void> {

@@ -3,7 +3,7 @@ import { type Kysely, sql } from 'kysely';
 // Frozen: migrations take Kysely<any>, never the app's Database type.
 
 /**
- * What incremental sync reads (src/contacts/contacts.sync.ts): each contact row carries the id of
+ * What incremental sync reads (src/contacts/sync.service.ts): each contact row carries the id of
  * the transaction that last wrote it, and a deleted contact leaves a tombstone with the deleting
  * transaction's id. Triggers set both, so no write path (the API, an import, a tool in psql) can
  * forget them. The column's default is stable, so adding it rewrites no row.
@@ -19,7 +19,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`create trigger contacts_record_change before insert or update on contacts for each row execute function contacts_record_change()`.execute(db);
 
   // No foreign key to users: a user's deletion cascades to their contacts, whose tombstones would
-  // then point at a user already gone. Tombstones are purged by age (SYNC_TOMBSTONE_DAYS).
+  // then point at a user already gone. Tombstones are purged by age (SYNC_TOMBSTONE_DAYS) whenever a sync runs.
   await db.schema
     .createTable('contact_tombstones')
     .addColumn('contact_id', 'integer', (col) => col.primaryKey())
