@@ -25,6 +25,7 @@ import { parseFilter } from '../src/contacts/filter.js';
 import { parseSort } from '../src/contacts/sort.js';
 import type { Database } from '../src/db/database.js';
 import { migrations } from '../src/db/migrations/index.js';
+import { seededRandom } from './random.js';
 
 const { values } = parseArgs({
   options: {
@@ -69,17 +70,6 @@ async function ensureSeeded(): Promise<void> {
   } finally {
     await admin.end();
   }
-}
-
-/** mulberry32, as in the seed: the same run draws the same parameters. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let x = Math.imul(state ^ (state >>> 15), state | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 interface User {
@@ -216,7 +206,7 @@ function percentile(sorted: number[], p: number): number {
 
 /** `count` distinct requests (by key); gives up on distinctness after many tries (a tiny user, say). */
 function requests(query: Query, user: User, count: number, seed: number) {
-  const rand = random(seed);
+  const rand = seededRandom(seed);
   const seen = new Map<string, Call>();
   for (let tries = 0; seen.size < count && tries < count * 50; tries++) {
     const { key, call } = query.request(user, rand);

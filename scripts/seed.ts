@@ -16,6 +16,7 @@ import { openDatabase } from '../plugins/db.js';
 import type { ContactsTable, Database } from '../src/db/database.js';
 import { migrateToLatest } from '../plugins/migrate.js';
 import { migrations } from '../src/db/migrations/index.js';
+import { seededRandom } from './random.js';
 
 const USAGE = `Usage: npm run seed -- --users U --contacts-per-user C [options]
   --big-user B    the first user gets B contacts instead of C (a skewed load: --users 451
@@ -44,17 +45,6 @@ const seed = wholeNumber(values.seed);
 if (values.help || !(users >= 1) || !(perUser >= 0) || !(bigUser >= 0) || Number.isNaN(seed)) {
   console.error(USAGE);
   process.exit(values.help ? 0 : 2);
-}
-
-/** mulberry32: a tiny seeded PRNG, so runs with the same seed produce identical rows. */
-function random(seedValue: number): () => number {
-  let state = seedValue >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let x = Math.imul(state ^ (state >>> 15), state | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const FIRST = ['James', 'Mary', 'John', 'Patricia', 'Robert', 'Jennifer', 'Michael', 'Linda', 'William', 'Elizabeth', 'David', 'Barbara', 'Richard', 'Susan', 'Joseph', 'Jessica', 'Thomas', 'Sarah', 'Charles', 'Karen', 'Zoë', 'José', 'Łukasz', 'Aiko', 'Olusegun'];
@@ -118,7 +108,7 @@ try {
     await sql`truncate users restart identity cascade`.execute(db);
   }
 
-  const rand = random(seed);
+  const rand = seededRandom(seed);
   // One hash for everyone: hashing each user's password at cost 12 would dominate the run.
   const passwordHash = values.password ? await bcrypt.hash(values.password, config.bcryptCost) : '!seeded-without-password';
   const userRows = Array.from({ length: users }, (_, i) => ({

@@ -15,8 +15,27 @@ type Format = 'png' | 'jpeg' | 'webp';
 sharp.cache(false);
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-/** The IEND chunk's type and CRC: a PNG without them is cut short, though libpng decodes it. */
+/** The IEND chunk's type and CRC, with which a PNG ends. */
 const PNG_END = Buffer.from([0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82]);
+
+/** JPEG's start-of-scan and end-of-image markers. */
+const JPEG_SOS = Buffer.from([0xff, 0xda]);
+const JPEG_EOI = Buffer.from([0xff, 0xd9]);
+
+/**
+ * Whether a PNG or JPEG reaches its end marker; the decoders only warn when it is missing. A PNG
+ * ends with its IEND chunk. A JPEG's last scan ends with EOI: after the last start-of-scan marker
+ * the entropy-coded data never holds FF D9 (an FF there is always followed by 00 or a restart
+ * marker), so an EOI after it is the end of the image.
+ */
+function reachesItsEnd(bytes: Buffer, format: Format): boolean {
+  if (format === 'png') return bytes.includes(PNG_END);
+  if (format === 'jpeg') {
+    const lastScan = bytes.lastIndexOf(JPEG_SOS);
+    return lastScan !== -1 && bytes.indexOf(JPEG_EOI, lastScan + 2) !== -1;
+  }
+  return true;
+}
 
 /**
  * The format the bytes' signature names, among those taken; null for anything else. libvips picks
@@ -38,7 +57,7 @@ function sniffFormat(bytes: Buffer): Format | null {
 export async function renderAvatar(upload: Uint8Array): Promise<Buffer> {
   const bytes = Buffer.from(upload.buffer, upload.byteOffset, upload.byteLength);
   const format = sniffFormat(bytes);
-  if (format === null || (format === 'png' && !bytes.includes(PNG_END))) throw new ValidationFailed(NOT_AN_IMAGE);
+  if (format === null || !reachesItsEnd(bytes, format)) throw new ValidationFailed(NOT_AN_IMAGE);
   // The header alone: dimensions and format, nothing decoded.
   const header = await sharp(bytes, { limitInputPixels: false }).metadata().catch(() => null);
   if (!header || header.format !== format || !header.width || !header.height) throw new ValidationFailed(NOT_AN_IMAGE);

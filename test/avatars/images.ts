@@ -2,6 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { deflateSync } from 'node:zlib';
 import sharp, { type Sharp } from 'sharp';
+import { seededRandom } from '../helper.js';
 
 export type Rgb = [number, number, number];
 export const RED: Rgb = [255, 0, 0];
@@ -24,8 +25,8 @@ export function bands(width: number, height: number, colours: Rgb[]): Sharp {
 
 /** Noise, so encoders cannot squeeze the file and truncation lands in the pixel data. */
 export function noise(width: number, height: number, seed = 1): Sharp {
-  let state = seed;
-  const next = () => (state = (state * 1103515245 + 12345) & 0x7fffffff) & 0xff;
+  const random = seededRandom(seed);
+  const next = () => Math.floor(random() * 256);
   return pixels(width, height, () => [next(), next(), next()]);
 }
 

@@ -1,6 +1,7 @@
 /** Helpers shared by the contacts tests: users with tokens, contact bodies, and calls. */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { sql } from 'kysely';
 import { build, type BuildTestOptions, type Teardown } from '../helper.js';
 
 export interface TestUser {
@@ -63,4 +64,10 @@ export async function createContacts(call: Caller, bodies: Record<string, unknow
     created.push(res.json());
   }
   return created;
+}
+
+/** How many tombstones (incremental sync's record of deletions) contact `id` has left. */
+export async function tombstoneCount(app: FastifyInstance, id: number): Promise<number> {
+  const { rows } = await sql<{ n: number }>`select count(*)::int as n from contact_tombstones where contact_id = ${id}`.execute(app.db);
+  return rows[0]!.n;
 }

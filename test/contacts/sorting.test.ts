@@ -5,6 +5,7 @@
  */
 import t from 'tap';
 import { as, buildContactsApp, createUser } from './fixtures.js';
+import { seededRandom } from '../helper.js';
 
 let clock = new Date('2025-01-01T00:00:00.000Z');
 const app = await buildContactsApp(t, { now: () => clock });
@@ -130,8 +131,7 @@ t.test('up to three keys combine, each in its own direction', async (t) => {
   t.strictSame(await sortedIds('last_name,first_name'), ids(13, 11, 12, 4, 5, 3, 10, 1, 2, 14, 8, 7, 6, 9), 'last_name,first_name by hand');
 
   // Every ordered pair of keys, and triples from a seeded shuffle, in random directions.
-  let seed = 20261122;
-  const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const random = seededRandom(20261122);
   const direction = () => (random() < 0.5 ? '-' : '');
   for (const a of FIELDS) {
     for (const b of FIELDS) {

@@ -9,7 +9,7 @@ import pg from 'pg';
 import t, { type Test } from 'tap';
 import { encodeSyncToken } from '../../src/contacts/sync-token.js';
 import { backend, TEST_JWT_SECRET } from '../helper.js';
-import { as, buildContactsApp, type Caller, contactBody, createContacts, createUser, type TestUser } from './fixtures.js';
+import { as, buildContactsApp, type Caller, contactBody, createContacts, createUser, type TestUser, tombstoneCount } from './fixtures.js';
 
 const DAY_MS = 86_400_000;
 const INVALID = { detail: 'Invalid sync token' };
@@ -343,11 +343,6 @@ t.test('a token older than SYNC_TOMBSTONE_DAYS is 410; a full sync starts again'
   t.equal(again.contacts.get(contact!.id)?.id, contact!.id);
 });
 
-async function tombstoneCount(contactId: number): Promise<number> {
-  const { rows } = await sql<{ n: number }>`select count(*)::int as n from contact_tombstones where contact_id = ${contactId}`.execute(app.db);
-  return rows[0]!.n;
-}
-
 t.test('tombstones are kept for the retention and purged after it', async (t) => {
   const { call } = await newUser();
   const [gone, kept] = await createContacts(call, [contactBody(), contactBody()]);
@@ -358,17 +353,17 @@ t.test('tombstones are kept for the retention and purged after it', async (t) =>
   const replica = new Replica(call);
   await replica.round();
   await call('DELETE', `/api/contacts/${gone!.id}`);
-  t.equal(await tombstoneCount(gone!.id), 1, 'a deletion leaves a tombstone');
+  t.equal(await tombstoneCount(app, gone!.id), 1, 'a deletion leaves a tombstone');
 
   clock = new Date(Date.now() + 29 * DAY_MS);
   const late = await page(call, replica.token);
   t.strictSame(late.deleted, [gone!.id], '29 days later the deletion is still told');
-  t.equal(await tombstoneCount(gone!.id), 1, 'and remembered');
+  t.equal(await tombstoneCount(app, gone!.id), 1, 'and remembered');
 
   clock = new Date(Date.now() + 32 * DAY_MS);
   await page(call);
-  t.equal(await tombstoneCount(gone!.id), 0, 'past the retention, a sync purges it');
-  t.equal(await tombstoneCount(kept!.id), 0, 'a contact never deleted has none');
+  t.equal(await tombstoneCount(app, gone!.id), 0, 'past the retention, a sync purges it');
+  t.equal(await tombstoneCount(app, kept!.id), 0, 'a contact never deleted has none');
 });
 
 t.test('no deletion is lost to clock skew between instances near the end of the retention', async (t) => {

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import t from 'tap';
 import { csvHeader, csvRowOf, parseCsv } from '../../../src/contacts/formats/csv.js';
 import type { Contact, ImportEntry, ImportFields } from '../../../src/contacts/formats/entries.js';
-import { jane } from './jane.js';
+import { jane, randomText } from './samples.js';
 
 const SEED = 20261122;
 const HEADER = 'first_name,last_name,email,phone,birthday,additional_data';
@@ -159,14 +159,7 @@ t.test('import: hostile input never throws', async (t) => {
   });
   t.strictSame(entriesOf(`${HEADER}\r\n${','.repeat(1_000_000)}\r\n`), [{ entry: 1, detail: 'CSV row has 1000001 fields; the header has 6' }]);
 
-  let state = SEED;
-  const random = (n: number) =>
-    Buffer.from(
-      Array.from({ length: n }, () => {
-        state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
-        return state >> 23;
-      }),
-    ).toString();
+  const random = randomText(SEED);
   t.strictSame(parseCsv(random(1_000_000)), { ok: false, detail: "Missing CSV column 'first_name'" });
   const rows = parseCsv(`${HEADER}\r\n${random(1_000_000)}`);
   t.ok(rows.ok && rows.entries.every((entry, index) => entry.entry === index + 1), 'random rows are numbered in order');

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import t from 'tap';
 import type { Contact, ImportEntry, ImportFields, ImportResult } from '../../../src/contacts/formats/entries.js';
 import { escapeText, foldLine, parseVcards, vcardOf } from '../../../src/contacts/formats/vcard.js';
-import { jane } from './jane.js';
+import { jane, randomText } from './samples.js';
 
 const SEED = 20261122;
 
@@ -405,14 +405,7 @@ t.test('import: hostile input never throws', async (t) => {
   t.strictSame(entries[9_999], { entry: 10_000, fields: { first_name: 'In', last_name: 'Most' } });
 
   // Random bytes from a fixed seed, bare and inside a card.
-  let state = SEED;
-  const random = (n: number) =>
-    Buffer.from(
-      Array.from({ length: n }, () => {
-        state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
-        return state >> 23;
-      }),
-    ).toString();
+  const random = randomText(SEED);
   t.strictSame(parseVcards(random(1_000_000)), noCard);
   const inside = parseVcards(`BEGIN:VCARD\r\n${random(100_000)}\r\nEND:VCARD\r\n`);
   t.ok(inside.ok && inside.entries.length === 1 && inside.entries[0]!.entry === 1);
