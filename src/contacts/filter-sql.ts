@@ -14,6 +14,18 @@ const lower = (value: string): RawBuilder<string> => sql<string>`lower(${value}:
 /** The value itself under the index's collation; equality is byte-wise under any deterministic collation. */
 const exact = (field: TextField): RawBuilder<string> => sql<string>`${sql.ref(field)} collate "C"`;
 
+const SEARCH_KEY_SEPARATOR = '\u001f';
+/**
+ * What a bare term is searched in: the searched fields lower-cased, joined by U+001F. It is the key
+ * that contacts_owner_search_idx (migration 007) holds beside the fields, so PostgreSQL reads it
+ * from the index instead of lower-casing every field of every row. A new `x-search` field changes
+ * it, and then needs a migration that builds the index anew.
+ */
+export const searchKey = sql<string>`(${sql.join(
+  SEARCHED_FIELDS.map((field) => sql`coalesce(lower(${sql.ref(field)}), '')`),
+  sql` || ${sql.lit(SEARCH_KEY_SEPARATOR)} || `,
+)}) collate "C"`;
+
 /** The conditions of a parsed filter as one Kysely predicate (AND); every value is a bound parameter. */
 export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condition[]): Expression<SqlBool> {
   return eb.and(conditions.map((condition) => conditionPredicate(eb, condition)));
@@ -29,12 +41,15 @@ export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condit
 function conditionPredicate(eb: ContactsBuilder, condition: Condition): Expression<SqlBool> {
   switch (condition.type) {
     case 'search': {
-      // The phone is searched for the term without the separators stored phones lose (none left: no arm).
-      const arms = SEARCHED_FIELDS.flatMap((field) => {
-        const pattern = field === PHONE_FIELD ? condition.phonePattern : condition.pattern;
-        return pattern === null ? [] : [eb(folded(field), 'like', lower(pattern))];
-      });
-      return eb.or(arms);
+      const { pattern, phonePattern } = condition;
+      // A term holding the separator could match across two fields in the key: such a term (only
+      // a field holding U+001F could match it) is searched field by field.
+      const inKey = !pattern.includes(SEARCH_KEY_SEPARATOR);
+      const textArms = inKey ? [eb(searchKey, 'like', lower(pattern))] : SEARCHED_FIELDS.map((field) => eb(folded(field), 'like', lower(pattern)));
+      // The phone is searched for the term without the separators stored phones lose: an extra
+      // arm only when that differs from the term as typed, which the key already covers.
+      const phoneArms = phonePattern === null || phonePattern === pattern ? [] : [eb(folded(PHONE_FIELD), 'like', lower(phonePattern))];
+      return eb.or([...textArms, ...phoneArms]);
     }
     case 'eq':
       return eb.and([eb(folded(condition.field), '=', lower(condition.value)), eb(exact(condition.field), '=', condition.value)]);

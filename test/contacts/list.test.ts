@@ -292,3 +292,15 @@ t.test('SQL-injection strings in every operator give 200 or 400, never 500, and 
   t.same(counts.map((c) => c.n), [7, 1], 'no data lost');
   t.equal((await alice('GET', '/api/contacts/')).json().length, 7);
 });
+
+t.test('a bare term never matches across two fields, even one holding the search key\'s separator (U+001F)', async (t) => {
+  const carol = as(app, await createUser(app));
+  const [plain, joined] = await createContacts(carol, [
+    contactBody({ first_name: 'Ann', last_name: 'Lee' }),
+    contactBody({ first_name: 'Ann\u001fLee', last_name: 'Other' }),
+  ]);
+  t.same(await listIds('ann\u001flee', carol), [joined!.id], 'the term with U+001F is in one field only');
+  t.same(await listIds('ann\u001f', carol), [joined!.id]);
+  t.same(await listIds('annlee', carol), []);
+  t.same(await listIds('lee', carol), [plain!.id, joined!.id]);
+});

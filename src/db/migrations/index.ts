@@ -5,6 +5,7 @@ import * as ownerScopedIndexes from './003-owner-scoped-indexes.js';
 import * as avatars from './004-avatars.js';
 import * as sync from './005-sync.js';
 import * as syncIndex from './006-sync-index.js';
+import * as searchIndex from './007-search-index.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -14,4 +15,5 @@ export const migrations: Record<string, AppMigration> = {
   '004-avatars': avatars,
   '005-sync': sync,
   '006-sync-index': syncIndex,
+  '007-search-index': searchIndex,
 };

@@ -1,0 +1,46 @@
+/**
+ * The bare term's search key (src/contacts/filter-sql.ts) is the expression migration 007 indexed:
+ * were they to drift apart (a new `x-search` field without a migration), PostgreSQL would lower-case
+ * every field of every row again, with the same answers, so no answer could tell.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { type Kysely, sql } from 'kysely';
+import t from 'tap';
+import { openDatabase } from '../../plugins/db.js';
+import { migrateToLatest } from '../../plugins/migrate.js';
+import { searchKey } from '../../src/contacts/filter-sql.js';
+import type { Database } from '../../src/db/database.js';
+import { migrations } from '../../src/db/migrations/index.js';
+import { backend, testEnv } from '../helper.js';
+
+async function migratedDatabase(): Promise<Kysely<Database>> {
+  if (backend === 'postgres') return openDatabase<Database>((await testEnv(t)).DATABASE_URL!, '');
+  const dir = await mkdtemp(path.join(tmpdir(), 'contacts-search-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  return openDatabase<Database>(null, path.join(dir, 'pgdata'));
+}
+
+const db = await migratedDatabase();
+t.teardown(() => db.destroy());
+await migrateToLatest(db, migrations);
+
+/** The index's expressions as PostgreSQL stores them, without where in the statement they were written. */
+const expressionsOf = async (trx: Kysely<Database>, index: string): Promise<string> => {
+  const { rows } = await sql<{ expressions: string }>`
+    select regexp_replace(indexprs::text, ' :location -?[0-9]+', '', 'g') as expressions
+      from pg_index where indexrelid = to_regclass(${index})`.execute(trx);
+  return rows[0]!.expressions;
+};
+
+t.test('the search key is the expression contacts_owner_search_idx holds', async (t) => {
+  await db
+    .transaction()
+    .execute(async (trx) => {
+      await sql`create index search_key_probe on contacts (owner_id, id, ${searchKey})`.execute(trx);
+      t.equal(await expressionsOf(trx, 'search_key_probe'), await expressionsOf(trx, 'contacts_owner_search_idx'));
+      throw new Error('rolled back');
+    })
+    .catch((error: Error) => t.equal(error.message, 'rolled back', 'the probe index is not kept'));
+});
