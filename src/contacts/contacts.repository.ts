@@ -138,7 +138,7 @@ function matching(ownerId: number, conditions: readonly Condition[]) {
 
 /**
  * The owner's contacts matching `conditions`, one page in `sort` order, and the total, from one
- * statement (one snapshot). The count and the page are separate scans, so a page reads about
+ * statement (one snapshot). The total and the page are separate reads, so a page reads about
  * skip + limit index entries rather than every match; the page's ids come from an index (often
  * without visiting the table) and only the page's rows are read in full. A page past the end still
  * has the total.
@@ -151,12 +151,17 @@ export async function listContacts(
   sort: readonly SortKey[] = [],
 ): Promise<PageOf<ContactRow>> {
   const matches = matching(ownerId, conditions);
+  // Without conditions, the total is the count that triggers keep for the owner (migration 008).
+  const counted =
+    conditions.length === 0
+      ? db.selectFrom('contact_counts').where('owner_id', '=', ownerId).select(sql<number>`coalesce(max(contacts), 0)`.as('total'))
+      : db.selectFrom('contacts').where(matches).select((count) => count.fn.countAll<number>().as('total'));
   // The page's ids in order from the matches, then the page's rows in that order again (a page is
   // small). Inside the subquery and outside, `contacts` names that scope's own table.
   const terms = orderTerms(sort);
   const result = await ordered(
     db
-      .selectFrom((eb) => eb.selectFrom('contacts').where(matches).select((count) => count.fn.countAll<number>().as('total')).as('counted'))
+      .selectFrom(counted.as('counted'))
       .leftJoin(
         (eb) => ordered(eb.selectFrom('contacts').where(matches).select('id'), terms).offset(skip).limit(limit).as('page'),
         (join) => join.onTrue(),

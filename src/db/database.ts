@@ -47,6 +47,12 @@ interface ContactTombstonesTable {
   deleted_at: ColumnType<Date, never, never>;
 }
 
+/** How many contacts an owner has; written by triggers on contacts only. */
+interface ContactCountsTable {
+  owner_id: ColumnType<number, never, never>;
+  contacts: ColumnType<number, never, never>;
+}
+
 interface AvatarsTable {
   /** Opaque and never reused: the URL is `/avatars/<name>.webp`. */
   name: string;
@@ -61,6 +67,7 @@ export interface Database {
   users: UsersTable;
   contacts: ContactsTable;
   contact_tombstones: ContactTombstonesTable;
+  contact_counts: ContactCountsTable;
   avatars: AvatarsTable;
 }
 

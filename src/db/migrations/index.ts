@@ -6,6 +6,7 @@ import * as avatars from './004-avatars.js';
 import * as sync from './005-sync.js';
 import * as syncIndex from './006-sync-index.js';
 import * as searchIndex from './007-search-index.js';
+import * as contactCounts from './008-contact-counts.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -16,4 +17,5 @@ export const migrations: Record<string, AppMigration> = {
   '005-sync': sync,
   '006-sync-index': syncIndex,
   '007-search-index': searchIndex,
+  '008-contact-counts': contactCounts,
 };
