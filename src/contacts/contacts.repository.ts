@@ -154,7 +154,7 @@ export async function listContacts(
   // Without conditions, the total is the count that triggers keep for the owner (migration 008).
   const counted =
     conditions.length === 0
-      ? db.selectFrom('contact_counts').where('owner_id', '=', ownerId).select(sql<number>`coalesce(max(contacts), 0)`.as('total'))
+      ? db.selectFrom('contact_counts').where('owner_id', '=', ownerId).select(sql<number>`coalesce(sum(contacts), 0)::integer`.as('total'))
       : db.selectFrom('contacts').where(matches).select((count) => count.fn.countAll<number>().as('total'));
   // The page's ids in order from the matches, then the page's rows in that order again (a page is
   // small). Inside the subquery and outside, `contacts` names that scope's own table.

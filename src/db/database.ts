@@ -47,9 +47,10 @@ interface ContactTombstonesTable {
   deleted_at: ColumnType<Date, never, never>;
 }
 
-/** How many contacts an owner has; written by triggers on contacts only. */
+/** How many contacts an owner has: the sum of the owner's rows (shards); written by triggers on contacts only. */
 interface ContactCountsTable {
   owner_id: ColumnType<number, never, never>;
+  shard: ColumnType<number, never, never>;
   contacts: ColumnType<number, never, never>;
 }
 
