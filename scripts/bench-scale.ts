@@ -249,7 +249,8 @@ function violations(node: PlanNode, problems: string[] = [], onContacts = false)
   if ((contacts && (type === 'Index Scan' || type === 'Index Only Scan')) || (onContacts && type === 'Bitmap Index Scan')) {
     const cond = node['Index Cond'] ?? '';
     // Fetching the page's rows by primary key is one row per id the owner-scoped scan found.
-    const pageLookup = node['Index Name'] === 'contacts_pkey' && /^\(id = page\.id\)$/.test(cond);
+    // (The page is `page`, or for upcoming birthdays the union's first branch, `"*SELECT* 1"`.)
+    const pageLookup = node['Index Name'] === 'contacts_pkey' && /^\(id = (page|"\*SELECT\* 1")\.id\)$/.test(cond);
     if (!cond.includes('owner_id') && !pageLookup) problems.push(`${type} on ${node['Index Name']} without owner_id: ${cond || 'no condition'}`);
   }
   const bitmapOfContacts = contacts && type === 'Bitmap Heap Scan';
