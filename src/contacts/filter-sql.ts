@@ -48,7 +48,8 @@ function conditionPredicate(eb: ContactsBuilder, condition: Condition): Expressi
       const textArms = inKey ? [eb(searchKey, 'like', lower(pattern))] : SEARCHED_FIELDS.map((field) => eb(folded(field), 'like', lower(pattern)));
       // The phone is searched for the term without the separators stored phones lose: an extra
       // arm only when that differs from the term as typed, which the key already covers.
-      const phoneArms = phonePattern === null || phonePattern === pattern ? [] : [eb(folded(PHONE_FIELD), 'like', lower(phonePattern))];
+      const phoneSearched = SEARCHED_FIELDS.includes(PHONE_FIELD) && phonePattern !== null && phonePattern !== pattern;
+      const phoneArms = phoneSearched ? [eb(folded(PHONE_FIELD), 'like', lower(phonePattern))] : [];
       return eb.or([...textArms, ...phoneArms]);
     }
     case 'eq':

@@ -38,7 +38,7 @@ export interface Bound {
 }
 
 export type Condition =
-  /** A bare term: case-insensitive substring of a name or the e-mail; `phonePattern` (null when the term has no phone characters) for the phone. */
+  /** A bare term: case-insensitive substring of a searched field; the phone is also searched for `phonePattern`, the term without separators (null when nothing is left). */
   | { type: 'search'; pattern: string; phonePattern: string | null }
   | { type: 'eq'; field: TextField; value: string }
   | { type: 'in'; field: TextField; values: string[] }

@@ -47,10 +47,9 @@ interface ContactTombstonesTable {
   deleted_at: ColumnType<Date, never, never>;
 }
 
-/** How many contacts an owner has: the sum of the owner's rows (shards); written by triggers on contacts only. */
+/** How many contacts an owner has: the sum of the owner's rows; written by triggers only. */
 interface ContactCountsTable {
   owner_id: ColumnType<number, never, never>;
-  shard: ColumnType<number, never, never>;
   contacts: ColumnType<number, never, never>;
 }
 

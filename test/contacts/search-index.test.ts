@@ -10,7 +10,8 @@ import { type Kysely, sql } from 'kysely';
 import t from 'tap';
 import { openDatabase } from '../../plugins/db.js';
 import { migrateToLatest } from '../../plugins/migrate.js';
-import { searchKey } from '../../src/contacts/filter-sql.js';
+import { parseFilter } from '../../src/contacts/filter.js';
+import { filterPredicate, searchKey } from '../../src/contacts/filter-sql.js';
 import type { Database } from '../../src/db/database.js';
 import { migrations } from '../../src/db/migrations/index.js';
 import { backend, testEnv } from '../helper.js';
@@ -43,4 +44,12 @@ t.test('the search key is the expression contacts_owner_search_idx holds', async
       throw new Error('rolled back');
     })
     .catch((error: Error) => t.equal(error.message, 'rolled back', 'the probe index is not kept'));
+});
+
+t.test('a bare term is searched in the key', async (t) => {
+  const where = (filter: string) => db.selectFrom('contacts').select('id').where((eb) => filterPredicate(eb, parseFilter(filter))).compile().sql;
+  const key = searchKey.compile(db).sql;
+  t.ok(where('ann').includes(`${key} like`), 'a plain term');
+  t.ok(where('415 555').includes(`${key} like`), 'a phone number typed with separators');
+  t.notOk(where('ann\u001flee').includes(key), 'not a term holding the separator');
 });

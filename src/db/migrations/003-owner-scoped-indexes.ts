@@ -24,8 +24,8 @@ const CREATED: [name: string, definition: RawBuilder<unknown>][] = [
     // filter on the column (contains, endswith, ilike) reads the owner's entries without the
     // table; sorting by a name or e-mail.
     [`contacts_owner_${column}_lower_idx`, sql`(owner_id, (lower(${sql.id(column)})) collate "C", ${sql.id(column)} collate "C", id)`],
-    // ilike and the bare term: the rows holding the pattern's trigrams, within one owner (btree_gin
-    // puts owner_id in a GIN index).
+    // ilike (and, until 007, the bare term): the rows holding the pattern's trigrams, within one
+    // owner (btree_gin puts owner_id in a GIN index).
     [`contacts_owner_${column}_trgm_idx`, sql`using gin (owner_id, (lower(${sql.id(column)})) collate "C" gin_trgm_ops)`],
   ]),
   // Upcoming birthdays in their order: day of the year, then last name, first name, id.
