@@ -11,8 +11,9 @@ import { type Kysely, sql } from 'kysely';
  * An owner's count is the sum of their rows, and no write ever waits on one: each statement adds a
  * row with its change, then merges the owner's rows into one, skipping rows that another
  * transaction is merging. A single row updated in place would make one owner's concurrent writes
- * queue on it until each commits (pgbench, 50 connections inserting for one owner: 860 inserts/s
- * instead of 2,830), and could deadlock an import with a create that waits on it.
+ * queue on it until each commits, and could deadlock an import with a create that waits on it
+ * (pgbench, 50 connections inserting for one owner: 860 inserts/s on one row, 1,320 this way,
+ * 2,830 uncounted).
  *
  * No foreign key to users, as with the tombstones (005): checking it would lock the user's row
  * on every write. A user's deletion removes their rows; the cascade to their contacts adds none.
