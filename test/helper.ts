@@ -10,12 +10,14 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
 import pg from 'pg';
 import { SMTPServer } from 'smtp-server';
 import { buildApp, type BuildOptions } from '../src/app.js';
 import { loadConfig, type AppConfig } from '../plugins/config.js';
 import { openDatabase } from '../plugins/db.js';
 import { migrateToLatest } from '../plugins/migrate.js';
+import type { Database } from '../src/db/database.js';
 import { migrations } from '../src/db/migrations/index.js';
 import { checkResponsesAgainstSpec } from './spec-validator.js';
 
@@ -68,6 +70,14 @@ async function embeddedTemplate(): Promise<string> {
   // Parallel test files may race to build it; the first rename wins and the rest are discarded.
   await rename(building, template).catch(() => rm(building, { recursive: true, force: true }));
   return template;
+}
+
+/** A database of its own with no tables on the current backend, for tests of the migrations themselves. */
+export async function emptyDatabase(t: Teardown): Promise<Kysely<Database>> {
+  if (backend === 'postgres') return openDatabase<Database>(await freshPostgresDatabase(t), '');
+  const dir = await mkdtemp(path.join(tmpdir(), 'contacts-empty-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  return openDatabase<Database>(null, path.join(dir, 'pgdata'));
 }
 
 /** Environment for one isolated app instance on the current backend. */

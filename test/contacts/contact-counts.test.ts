@@ -3,30 +3,18 @@
  * kept exact by every kind of write (a many-row insert or delete, concurrent ones, a user's
  * deletion), so that an unfiltered list's X-Total-Count can read them.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
 import t from 'tap';
-import { openDatabase } from '../../plugins/db.js';
 import { migrateToLatest } from '../../plugins/migrate.js';
 import { listContacts } from '../../src/contacts/contacts.repository.js';
-import type { Database } from '../../src/db/database.js';
 import { migrations } from '../../src/db/migrations/index.js';
-import { backend, testEnv } from '../helper.js';
+import { backend, emptyDatabase } from '../helper.js';
 
 const MIGRATION = '008-contact-counts';
 const before = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < MIGRATION));
 
-async function emptyDatabase(): Promise<Kysely<Database>> {
-  if (backend === 'postgres') return openDatabase<Database>((await testEnv(t)).DATABASE_URL!, '');
-  const dir = await mkdtemp(path.join(tmpdir(), 'contacts-counts-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  return openDatabase<Database>(null, path.join(dir, 'pgdata'));
-}
-
-const db = await emptyDatabase();
+const db = await emptyDatabase(t);
 t.teardown(() => db.destroy());
 
 let serial = 0;

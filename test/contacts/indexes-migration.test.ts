@@ -3,30 +3,18 @@
  * outside a transaction, leaves only valid per-owner indexes, rebuilds an index an interrupted
  * CONCURRENTLY build left INVALID, can run again, and can be undone.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { type Kysely, sql } from 'kysely';
 import t from 'tap';
-import { openDatabase } from '../../plugins/db.js';
 import { migrateToLatest } from '../../plugins/migrate.js';
 import { listContacts } from '../../src/contacts/contacts.repository.js';
 import { parseFilter } from '../../src/contacts/filter.js';
 import type { Database } from '../../src/db/database.js';
 import { migrations } from '../../src/db/migrations/index.js';
-import { backend, testEnv } from '../helper.js';
+import { emptyDatabase } from '../helper.js';
 
 const MIGRATION = '003-owner-scoped-indexes';
 const before = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < MIGRATION));
 const through = Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= MIGRATION));
-
-/** An empty database on the current backend. */
-async function emptyDatabase(): Promise<Kysely<Database>> {
-  if (backend === 'postgres') return openDatabase<Database>((await testEnv(t)).DATABASE_URL!, '');
-  const dir = await mkdtemp(path.join(tmpdir(), 'contacts-migration-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  return openDatabase<Database>(null, path.join(dir, 'pgdata'));
-}
 
 /** The contacts indexes: name → valid. */
 async function indexes(db: Kysely<Database>): Promise<Record<string, boolean>> {
@@ -57,7 +45,7 @@ const PREVIOUS = [
   'contacts_pkey',
 ].sort();
 
-const db = await emptyDatabase();
+const db = await emptyDatabase(t);
 t.teardown(() => db.destroy());
 
 t.test('applies to a populated database and leaves valid per-owner indexes', async (t) => {

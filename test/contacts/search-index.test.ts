@@ -3,27 +3,16 @@
  * were they to drift apart (a new `x-search` field without a migration), PostgreSQL would lower-case
  * every field of every row again, with the same answers, so no answer could tell.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { type Kysely, sql } from 'kysely';
 import t from 'tap';
-import { openDatabase } from '../../plugins/db.js';
 import { migrateToLatest } from '../../plugins/migrate.js';
 import { parseFilter } from '../../src/contacts/filter.js';
 import { filterPredicate, searchKey } from '../../src/contacts/filter-sql.js';
 import type { Database } from '../../src/db/database.js';
 import { migrations } from '../../src/db/migrations/index.js';
-import { backend, testEnv } from '../helper.js';
+import { emptyDatabase } from '../helper.js';
 
-async function migratedDatabase(): Promise<Kysely<Database>> {
-  if (backend === 'postgres') return openDatabase<Database>((await testEnv(t)).DATABASE_URL!, '');
-  const dir = await mkdtemp(path.join(tmpdir(), 'contacts-search-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  return openDatabase<Database>(null, path.join(dir, 'pgdata'));
-}
-
-const db = await migratedDatabase();
+const db = await emptyDatabase(t);
 t.teardown(() => db.destroy());
 await migrateToLatest(db, migrations);
 
