@@ -13,7 +13,7 @@ import type { ContactsTable, Database } from '../db/database.js';
 import { schemaFields } from '../generated/schemas.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
 import type { Condition } from './filter.js';
-import { filterPredicate } from './filter-sql.js';
+import { countPredicate, filterPredicate } from './filter-sql.js';
 import { type SortKey, TEXT_SORT_FIELDS } from './sort.js';
 
 /**
@@ -155,7 +155,10 @@ export async function listContacts(
   const counted =
     conditions.length === 0
       ? db.selectFrom('contact_counts').where('owner_id', '=', ownerId).select(sql<number>`coalesce(sum(contacts), 0)::integer`.as('total'))
-      : db.selectFrom('contacts').where(matches).select((count) => count.fn.countAll<number>().as('total'));
+      : db
+          .selectFrom('contacts')
+          .where((eb) => countPredicate(eb, ownerId, conditions))
+          .select((count) => count.fn.countAll<number>().as('total'));
   // The page's ids in order from the matches, then the page's rows in that order again (a page is
   // small). Inside the subquery and outside, `contacts` names that scope's own table.
   const terms = orderTerms(sort);

@@ -26,9 +26,70 @@ export const searchKey = sql<string>`(${sql.join(
   sql` || ${sql.lit(SEARCH_KEY_SEPARATOR)} || `,
 )}) collate "C"`;
 
+/**
+ * The grams of the searched fields, `owner:field:gram` for each run of 1 to 3 characters of each
+ * lower-cased field: the expression contacts_owner_grams_idx (migration 009) holds, with the field
+ * numbered by its place in this list. Like the search key, a new `x-search` field changes it.
+ */
+export const searchGrams = sql<string[]>`contact_search_grams(owner_id, ${sql.join(SEARCHED_FIELDS.map((field) => sql`lower(${sql.ref(field)})`))})`;
+
+/** The gram of `run` in `field` for the owner, lower-cased by PostgreSQL as the index's were. */
+const gram = (ownerId: number, field: TextField, run: string): RawBuilder<string> =>
+  sql<string>`${`${ownerId}:${(SEARCHED_FIELDS as readonly TextField[]).indexOf(field) + 1}:`} || lower(${run}::text)`;
+
+/**
+ * The run of a pattern `%run%` whose run, also lower-cased, is 1 to 3 characters without wildcards
+ * or escapes: what a gram answers exactly. (Lower-casing can lengthen a character: `İ` is `i̇`.)
+ */
+function gramRun(pattern: string): string | null {
+  const run = /^%([^%_\\]{1,3})%$/u.exec(pattern)?.[1];
+  return run !== undefined && [...run.toLowerCase()].length <= 3 ? run : null;
+}
+
 /** The conditions of a parsed filter as one Kysely predicate (AND); every value is a bound parameter. */
 export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condition[]): Expression<SqlBool> {
   return eb.and(conditions.map((condition) => conditionPredicate(eb, condition)));
+}
+
+/**
+ * The owner's contacts matching `conditions`, as a predicate to count them by. A condition the
+ * grams answer exactly (a bare term of 1 to 3 characters, or an ilike `%run%` with such a run on a
+ * searched field) becomes a lookup in contacts_owner_grams_idx, and then also names the owner.
+ * Short runs match many contacts: testing every contact of a large owner costs many times the
+ * page, while a lookup that needs no recheck counts index entries. A page keeps the row tests
+ * (filterPredicate), as it stops after skip + limit matches in its order.
+ */
+export function countPredicate(eb: ContactsBuilder, ownerId: number, conditions: readonly Condition[]): Expression<SqlBool> {
+  const lookups = conditions.map((condition) => gramLookup(eb, ownerId, condition));
+  const predicates = conditions.map((condition, i) => lookups[i] ?? conditionPredicate(eb, condition));
+  // Every gram starts with the owner: a separate owner condition would be a test of each row.
+  return eb.and(lookups.some((lookup) => lookup !== null) ? predicates : [eb('owner_id', '=', ownerId), ...predicates]);
+}
+
+/** `condition` as a lookup of the grams it needs one of, or null when grams do not answer it exactly. */
+function gramLookup(eb: ContactsBuilder, ownerId: number, condition: Condition): Expression<SqlBool> | null {
+  const anyOf = (grams: RawBuilder<string>[]) => eb(searchGrams, '&&', sql<string[]>`array[${sql.join(grams)}]`);
+  const searched = (field: TextField) => (SEARCHED_FIELDS as readonly TextField[]).includes(field);
+  if (condition.type === 'like' && condition.caseInsensitive && searched(condition.field)) {
+    const run = gramRun(condition.pattern);
+    return run === null ? null : anyOf([gram(ownerId, condition.field, run)]);
+  }
+  if (condition.type !== 'search') return null;
+  const run = gramRun(condition.pattern);
+  const phonePattern = extraPhonePattern(condition);
+  const phoneRun = phonePattern === null ? null : gramRun(phonePattern);
+  if (run === null || (phonePattern !== null && phoneRun === null)) return null;
+  const grams = SEARCHED_FIELDS.map((field) => gram(ownerId, field, run));
+  return anyOf(phoneRun === null ? grams : [...grams, gram(ownerId, PHONE_FIELD, phoneRun)]);
+}
+
+/**
+ * The phone's own pattern for a bare term: the term without the separators stored phones lose,
+ * when the phone is searched and that differs from the term as typed (which the phone is searched
+ * for with the other fields).
+ */
+function extraPhonePattern({ pattern, phonePattern }: Extract<Condition, { type: 'search' }>): string | null {
+  return SEARCHED_FIELDS.includes(PHONE_FIELD) && phonePattern !== null && phonePattern !== pattern ? phonePattern : null;
 }
 
 /**
@@ -41,15 +102,13 @@ export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condit
 function conditionPredicate(eb: ContactsBuilder, condition: Condition): Expression<SqlBool> {
   switch (condition.type) {
     case 'search': {
-      const { pattern, phonePattern } = condition;
+      const { pattern } = condition;
       // A term holding the separator could match across two fields in the key: such a term (only
       // a field holding U+001F could match it) is searched field by field.
       const inKey = !pattern.includes(SEARCH_KEY_SEPARATOR);
       const textArms = inKey ? [eb(searchKey, 'like', lower(pattern))] : SEARCHED_FIELDS.map((field) => eb(folded(field), 'like', lower(pattern)));
-      // The phone is searched for the term without the separators stored phones lose: an extra
-      // arm only when that differs from the term as typed, which the key already covers.
-      const phoneSearched = SEARCHED_FIELDS.includes(PHONE_FIELD) && phonePattern !== null && phonePattern !== pattern;
-      const phoneArms = phoneSearched ? [eb(folded(PHONE_FIELD), 'like', lower(phonePattern))] : [];
+      const phonePattern = extraPhonePattern(condition);
+      const phoneArms = phonePattern === null ? [] : [eb(folded(PHONE_FIELD), 'like', lower(phonePattern))];
       return eb.or([...textArms, ...phoneArms]);
     }
     case 'eq':

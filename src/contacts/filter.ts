@@ -38,7 +38,7 @@ export interface Bound {
 }
 
 export type Condition =
-  /** A bare term: case-insensitive substring of a searched field; the phone is also searched for `phonePattern`, the term without separators (null when nothing is left). */
+  /** A bare term: case-insensitive substring of a searched field; the phone is also searched for `phonePattern`, the term without separators (null when what is left cannot be part of a stored phone). */
   | { type: 'search'; pattern: string; phonePattern: string | null }
   | { type: 'eq'; field: TextField; value: string }
   | { type: 'in'; field: TextField; values: string[] }
@@ -51,6 +51,8 @@ export class FilterError extends Error {}
 
 const CONDITION_START = /[A-Za-z_][A-Za-z0-9_]*:[A-Za-z_]+:/y;
 const PHONE_SEPARATORS = /[ ().-]/g;
+/** A stored phone is E.164 (`+` and digits): a term with anything else left cannot be part of one. */
+const STORED_PHONE_CHARACTERS = /^[+0-9]+$/;
 
 const malformed = (why: string) => new FilterError(`Malformed filter expression: ${why}`);
 /** PostgreSQL text cannot hold NUL or an unpaired surrogate, so such a value could never match and must not reach the database. */
@@ -203,7 +205,7 @@ function toCondition(segment: Segment, position: number): Condition {
       const character = unstorableCharacter(term);
       if (character) throw malformed(`${character} in condition ${position}`);
       const phone = stripPhoneSeparators(term);
-      return { type: 'search', pattern: `%${likeLiteral(term)}%`, phonePattern: phone === '' ? null : `%${likeLiteral(phone)}%` };
+      return { type: 'search', pattern: `%${likeLiteral(term)}%`, phonePattern: STORED_PHONE_CHARACTERS.test(phone) ? `%${phone}%` : null };
     }
     case 'condition': {
       const { field, operator, value } = segment;

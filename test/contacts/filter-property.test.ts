@@ -183,7 +183,8 @@ const pieceOf = (field: TextField) =>
     const from = Math.min(start, value.length - 1);
     return value.slice(from, from + length);
   });
-const textValue = (field: TextField) => fc.oneof(pieceOf(field), field === 'phone' ? phoneDigits : nameArb);
+const textValue = (field: TextField) =>
+  fc.oneof(pieceOf(field), field === 'phone' ? phoneDigits : nameArb, pieceOf(field).map((piece) => `%${piece}%`));
 
 const textSpec: fc.Arbitrary<Spec> = fc.constantFrom<TextField>('first_name', 'last_name', 'email', 'phone').chain((field) => {
   const ops = field === 'phone' ? ['eq', 'like', 'startswith'] : ['eq', 'like', 'ilike', 'startswith', 'endswith', 'contains'];
@@ -202,7 +203,7 @@ const dateSpec: fc.Arbitrary<Spec> = fc.constantFrom<DateField>('birthday', 'cre
 });
 
 const bareSpec: fc.Arbitrary<Spec> = fc
-  .oneof(pieceOf('last_name'), pieceOf('email'), pieceOf('phone'))
+  .oneof(pieceOf('first_name'), pieceOf('last_name'), pieceOf('email'), pieceOf('phone'))
   .filter((term) => term.trim() === term && term !== '' && !/[,:]/.test(term))
   .map((term) => ({ kind: 'bare' as const, term }));
 

@@ -108,17 +108,18 @@ t.test('phone values lose separators', async (t) => {
 });
 
 t.test('bare terms before the first condition', async (t) => {
-  t.same(parseFilter('smith'), [{ type: 'search', pattern: '%smith%', phonePattern: '%smith%' }]);
+  t.same(parseFilter('smith'), [{ type: 'search', pattern: '%smith%', phonePattern: null }]);
   t.same(parseFilter(' 555-01 ,birthday:gt:1990-01-01'), [
     { type: 'search', pattern: '%555-01%', phonePattern: '%55501%' },
     { type: 'range', field: 'birthday', lower: { value: '1990-01-01', inclusive: false }, upper: null },
   ]);
   t.same(parseFilter('a,b'), [
-    { type: 'search', pattern: '%a%', phonePattern: '%a%' },
-    { type: 'search', pattern: '%b%', phonePattern: '%b%' },
+    { type: 'search', pattern: '%a%', phonePattern: null },
+    { type: 'search', pattern: '%b%', phonePattern: null },
   ]);
   t.same(parseFilter('(-)'), [{ type: 'search', pattern: '%(-)%', phonePattern: null }]);
-  t.same(parseFilter('50%'), [{ type: 'search', pattern: '%50\\%%', phonePattern: '%50\\%%' }]);
+  t.same(parseFilter('(+44) 20'), [{ type: 'search', pattern: '%(+44) 20%', phonePattern: '%+4420%' }]);
+  t.same(parseFilter('50%'), [{ type: 'search', pattern: '%50\\%%', phonePattern: null }]);
   t.same(parseFilter(''), []);
   t.same(parseFilter('   '), []);
 });
@@ -128,7 +129,7 @@ t.test('unicode', async (t) => {
     { type: 'eq', field: 'first_name', value: 'Zoë' },
     { type: 'like', field: 'last_name', pattern: '%Ünal%', caseInsensitive: false },
   ]);
-  t.same(parseFilter('山田'), [{ type: 'search', pattern: '%山田%', phonePattern: '%山田%' }]);
+  t.same(parseFilter('山田'), [{ type: 'search', pattern: '%山田%', phonePattern: null }]);
   t.same(parseFilter('first_name:in_:["😀","\\u00e9"]'), [{ type: 'in', field: 'first_name', values: ['😀', 'é'] }]);
 });
 

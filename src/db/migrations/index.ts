@@ -7,6 +7,7 @@ import * as sync from './005-sync.js';
 import * as syncIndex from './006-sync-index.js';
 import * as searchIndex from './007-search-index.js';
 import * as contactCounts from './008-contact-counts.js';
+import * as searchGrams from './009-search-grams.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -18,4 +19,5 @@ export const migrations: Record<string, AppMigration> = {
   '006-sync-index': syncIndex,
   '007-search-index': searchIndex,
   '008-contact-counts': contactCounts,
+  '009-search-grams': searchGrams,
 };

@@ -1,0 +1,110 @@
+/**
+ * Migration 009's grams: a count of a short bare term or ilike `%run%` looks its run up in
+ * contacts_owner_grams_idx instead of testing each contact. The lookup must count exactly what the
+ * row tests count, field by field and owner by owner, and must be the indexed expression.
+ */
+import { type Kysely, sql } from 'kysely';
+import t from 'tap';
+import { migrateToLatest } from '../../plugins/migrate.js';
+import { listContacts } from '../../src/contacts/contacts.repository.js';
+import { parseFilter } from '../../src/contacts/filter.js';
+import { countPredicate, searchGrams } from '../../src/contacts/filter-sql.js';
+import type { Database } from '../../src/db/database.js';
+import { migrations } from '../../src/db/migrations/index.js';
+import { emptyDatabase } from '../helper.js';
+
+const db = await emptyDatabase(t);
+t.teardown(() => db.destroy());
+await migrateToLatest(db, migrations);
+
+const [owner, other] = await db
+  .insertInto('users')
+  .values(['owner', 'other'].map((name) => ({ username: name, email: `${name}@example.com`, password_hash: 'x' })))
+  .returning('id')
+  .execute();
+const CONTACTS = [
+  { first_name: 'Ann', last_name: 'Jones', email: 'ann@example.com', phone: '+14155550123', birthday: '1990-01-01' },
+  { first_name: 'Zoë', last_name: 'Ünal', email: 'zoe@mail.org', phone: '+442071234567', birthday: '1991-01-01' },
+  { first_name: 'Ian', last_name: 'K', email: 'ian.k@example.com', phone: '+19998887777', birthday: '1992-01-01' },
+  { first_name: 'Sofia', last_name: 'Lee', email: 'sofia@x.gr', phone: '+302101234567', birthday: '1993-01-01' },
+];
+// The other owner has the same contacts: a count that reached them would be too high.
+await db
+  .insertInto('contacts')
+  .values([owner!, other!].flatMap(({ id }) => CONTACTS.map((contact) => ({ ...contact, owner_id: id }))))
+  .execute();
+
+/** The index's expressions as PostgreSQL stores them, without where in the statement they were written. */
+const expressionsOf = async (trx: Kysely<Database>, index: string): Promise<string> => {
+  const { rows } = await sql<{ expressions: string }>`
+    select regexp_replace(indexprs::text, ' :location -?[0-9]+', '', 'g') as expressions
+      from pg_index where indexrelid = to_regclass(${index})`.execute(trx);
+  return rows[0]!.expressions;
+};
+
+t.test('the grams are the expression contacts_owner_grams_idx holds', async (t) => {
+  await db
+    .transaction()
+    .execute(async (trx) => {
+      await sql`create index grams_probe on contacts using gin (${searchGrams})`.execute(trx);
+      t.equal(await expressionsOf(trx, 'grams_probe'), await expressionsOf(trx, 'contacts_owner_grams_idx'));
+      throw new Error('rolled back');
+    })
+    .catch((error: Error) => t.equal(error.message, 'rolled back', 'the probe index is not kept'));
+});
+
+t.test('a contact has each run of 1 to 3 characters of each lower-cased field, once, under its owner', async (t) => {
+  const { rows } = await sql<{ grams: string[] }>`select ${searchGrams} as grams from contacts where owner_id = ${owner!.id} and first_name = 'Ann'`.execute(db);
+  const grams = rows[0]!.grams;
+  const id = owner!.id;
+  for (const gram of [`${id}:1:a`, `${id}:1:an`, `${id}:1:ann`, `${id}:2:jon`, `${id}:4:+`, `${id}:4:550`]) t.ok(grams.includes(gram), gram);
+  t.equal(new Set(grams).size, grams.length, 'no gram twice');
+  t.notOk(grams.includes(`${id}:1:nj`), 'no run across two fields');
+  t.notOk(grams.includes(`${id}:1:Ann`), 'lower-cased');
+  t.notOk(grams.includes(`${id}:1:anne`), 'no run longer than 3');
+});
+
+t.test('a count by the grams is the number of matches, which the page finds by row tests', async (t) => {
+  const EXPECTED: [string, number][] = [
+    ['a', 4],
+    ['AN', 2],
+    ['ann', 1],
+    ['nj', 0], // Ann, Jones: not a run of one field
+    ['ÜN', 1],
+    ['.', 4],
+    ['@ex', 2],
+    ['+1', 2],
+    ['55', 1],
+    ['4-1', 1], // the phone for 41
+    ['(415', 1], // four characters: row tests
+    ['-', 0],
+    ['first_name:ilike:%AN%', 2],
+    ['last_name:ilike:%e%', 2],
+    ['email:ilike:%.K%', 1],
+    ['first_name:ilike:%zz%', 0],
+    ['an,birthday:gt:1991-06-01', 1],
+    ['e,email:ilike:%ex%', 2],
+  ];
+  for (const [filter, expected] of EXPECTED) {
+    const { total, rows } = await listContacts(db, owner!.id, parseFilter(filter), { skip: 0, limit: 100 });
+    t.same([total, rows.length], [expected, expected], filter);
+  }
+});
+
+t.test('the grams answer short runs only, and a count of them names no owner separately', async (t) => {
+  const counted = (filter: string) => db.selectFrom('contacts').select('id').where((eb) => countPredicate(eb, owner!.id, parseFilter(filter))).compile().sql;
+  const grams = searchGrams.compile(db).sql;
+  for (const filter of ['a', 'ann', '4-1', 'email:ilike:%@ex%', 'first_name:ilike:%z%,birthday:gt:1990-01-01']) {
+    t.ok(counted(filter).includes(`${grams} &&`), `${filter}: the grams`);
+    t.notOk(counted(filter).includes('"owner_id" ='), `${filter}: no owner test`);
+  }
+  for (const filter of ['anne', '(415', 'last_name:contains:an', 'email:ilike:%a%e%', 'email:ilike:a%', 'email:ilike:%a\\%%', 'birthday:gt:1990-01-01']) {
+    t.notOk(counted(filter).includes(grams), `${filter}: row tests`);
+    t.ok(counted(filter).includes('"owner_id" ='), `${filter}: the owner test`);
+  }
+});
+
+t.test('scans of contacts are serial', async (t) => {
+  const { rows } = await sql<{ options: string[] }>`select reloptions as options from pg_class where oid = 'contacts'::regclass`.execute(db);
+  t.same(rows[0]!.options, ['parallel_workers=0']);
+});
