@@ -142,13 +142,13 @@ t.test('a new contact field is openapi.yaml, a migration and the table type: the
     ContactPatch.properties.nickname = nickname;
   });
   await writeFile(
-    path.join(dir, 'src/db/migrations/009-nickname.ts'),
+    path.join(dir, 'src/db/migrations/010-nickname.ts'),
     `import { type Kysely, sql } from 'kysely';\nexport async function up(db: Kysely<any>): Promise<void> {\n  await sql\`alter table contacts add column nickname text\`.execute(db);\n}\n`,
   );
   const index = path.join(dir, 'src/db/migrations/index.ts');
   await writeFile(
     index,
-    (await readFile(index, 'utf8')).replace(/^(import .*\n)(?!import)/m, "$1import * as nickname from './009-nickname.js';\n").replace(/\n};\n$/, "\n  '009-nickname': nickname,\n};\n"),
+    (await readFile(index, 'utf8')).replace(/^(import .*\n)(?!import)/m, "$1import * as nickname from './010-nickname.js';\n").replace(/\n};\n$/, "\n  '010-nickname': nickname,\n};\n"),
   );
   const tables = path.join(dir, 'src/db/database.ts');
   await writeFile(tables, (await readFile(tables, 'utf8')).replace('  /** E.164. */\n  phone: string;', '  /** E.164. */\n  phone: string;\n  nickname: string | null;'));
