@@ -38,12 +38,14 @@ const gram = (ownerId: number, field: TextField, run: string): RawBuilder<string
   sql<string>`${`${ownerId}:${(SEARCHED_FIELDS as readonly TextField[]).indexOf(field) + 1}:`} || lower(${run}::text)`;
 
 /**
- * The run of a pattern `%run%` whose run, also lower-cased, is 1 to 3 characters without wildcards
- * or escapes: what a gram answers exactly. (Lower-casing can lengthen a character: `İ` is `i̇`.)
+ * The run of a pattern `%run%` or `%run` whose run, also lower-cased, is 1 to 3 characters without
+ * wildcards or escapes (lower-casing can lengthen a character: `İ` is `i̇`), and whether the run may
+ * end anywhere (`%run%`): the values that match hold the gram of the run.
  */
-function gramRun(pattern: string): string | null {
-  const run = /^%([^%_\\]{1,3})%$/u.exec(pattern)?.[1];
-  return run !== undefined && [...run.toLowerCase()].length <= 3 ? run : null;
+function gramRun(pattern: string): { run: string; anywhere: boolean } | null {
+  const match = /^%([^%_\\]{1,3})(%?)$/u.exec(pattern);
+  if (!match || [...match[1]!.toLowerCase()].length > 3) return null;
+  return { run: match[1]!, anywhere: match[2] === '%' };
 }
 
 /** The conditions of a parsed filter as one Kysely predicate (AND); every value is a bound parameter. */
@@ -52,12 +54,13 @@ export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condit
 }
 
 /**
- * The owner's contacts matching `conditions`, as a predicate to count them by. A condition the
- * grams answer exactly (a bare term of 1 to 3 characters, or an ilike `%run%` with such a run on a
- * searched field) becomes a lookup in contacts_owner_grams_idx, and then also names the owner.
- * Short runs match many contacts: testing every contact of a large owner costs many times the
- * page, while a lookup that needs no recheck counts index entries. A page keeps the row tests
- * (filterPredicate), as it stops after skip + limit matches in its order.
+ * The owner's contacts matching `conditions`, as a predicate to count them by. A condition on a
+ * short run (a bare term of 1 to 3 characters, or a like, ilike, contains or endswith of such a run
+ * on a searched field) becomes a lookup in contacts_owner_grams_idx, which also names the owner.
+ * Short runs match many contacts: testing every contact of a large owner costs many times the page.
+ * The lookup is the whole answer to a bare term or an ilike `%run%`, so the count reads index
+ * entries and no rows; for case or the value's end, only the contacts holding the run are tested.
+ * A page keeps the row tests (filterPredicate): it stops after skip + limit matches in its order.
  */
 export function countPredicate(eb: ContactsBuilder, ownerId: number, conditions: readonly Condition[]): Expression<SqlBool> {
   const lookups = conditions.map((condition) => gramLookup(eb, ownerId, condition));
@@ -66,21 +69,23 @@ export function countPredicate(eb: ContactsBuilder, ownerId: number, conditions:
   return eb.and(lookups.some((lookup) => lookup !== null) ? predicates : [eb('owner_id', '=', ownerId), ...predicates]);
 }
 
-/** `condition` as a lookup of the grams it needs one of, or null when grams do not answer it exactly. */
+/** `condition` as a lookup of the grams its matches hold one of, or null when it has no short run. */
 function gramLookup(eb: ContactsBuilder, ownerId: number, condition: Condition): Expression<SqlBool> | null {
   const anyOf = (grams: RawBuilder<string>[]) => eb(searchGrams, '&&', sql<string[]>`array[${sql.join(grams)}]`);
   const searched = (field: TextField) => (SEARCHED_FIELDS as readonly TextField[]).includes(field);
-  if (condition.type === 'like' && condition.caseInsensitive && searched(condition.field)) {
-    const run = gramRun(condition.pattern);
-    return run === null ? null : anyOf([gram(ownerId, condition.field, run)]);
+  if (condition.type === 'like' && searched(condition.field)) {
+    const found = gramRun(condition.pattern);
+    if (found === null) return null;
+    const lookup = anyOf([gram(ownerId, condition.field, found.run)]);
+    return condition.caseInsensitive && found.anywhere ? lookup : eb.and([lookup, conditionPredicate(eb, condition)]);
   }
   if (condition.type !== 'search') return null;
-  const run = gramRun(condition.pattern);
+  const found = gramRun(condition.pattern);
   const phonePattern = extraPhonePattern(condition);
   const phoneRun = phonePattern === null ? null : gramRun(phonePattern);
-  if (run === null || (phonePattern !== null && phoneRun === null)) return null;
-  const grams = SEARCHED_FIELDS.map((field) => gram(ownerId, field, run));
-  return anyOf(phoneRun === null ? grams : [...grams, gram(ownerId, PHONE_FIELD, phoneRun)]);
+  if (found === null || (phonePattern !== null && phoneRun === null)) return null;
+  const grams = SEARCHED_FIELDS.map((field) => gram(ownerId, field, found.run));
+  return anyOf(phoneRun === null ? grams : [...grams, gram(ownerId, PHONE_FIELD, phoneRun.run)]);
 }
 
 /**

@@ -82,6 +82,11 @@ t.test('a count by the grams is the number of matches, which the page finds by r
     ['last_name:ilike:%e%', 2],
     ['email:ilike:%.K%', 1],
     ['first_name:ilike:%zz%', 0],
+    ['last_name:contains:on', 1],
+    ['last_name:contains:ON', 0], // Jones holds the run, but not in this case
+    ['first_name:endswith:n', 2],
+    ['email:endswith:.o', 0], // .org holds the run, but does not end with it
+    ['email:like:%k@%', 1],
     ['an,birthday:gt:1991-06-01', 1],
     ['e,email:ilike:%ex%', 2],
   ];
@@ -91,14 +96,18 @@ t.test('a count by the grams is the number of matches, which the page finds by r
   }
 });
 
-t.test('the grams answer short runs only, and a count of them names no owner separately', async (t) => {
+t.test('the grams serve short runs only, and a count of them names no owner separately', async (t) => {
   const counted = (filter: string) => db.selectFrom('contacts').select('id').where((eb) => countPredicate(eb, owner!.id, parseFilter(filter))).compile().sql;
   const grams = searchGrams.compile(db).sql;
   for (const filter of ['a', 'ann', '4-1', 'email:ilike:%@ex%', 'first_name:ilike:%z%,birthday:gt:1990-01-01']) {
     t.ok(counted(filter).includes(`${grams} &&`), `${filter}: the grams`);
     t.notOk(counted(filter).includes('"owner_id" ='), `${filter}: no owner test`);
   }
-  for (const filter of ['anne', '(415', 'last_name:contains:an', 'email:ilike:%a%e%', 'email:ilike:a%', 'email:ilike:%a\\%%', 'birthday:gt:1990-01-01']) {
+  for (const filter of ['last_name:contains:an', 'email:endswith:.gr', 'email:ilike:%.gr']) {
+    const where = counted(filter).replace('select "id" from "contacts" where ', '');
+    t.ok(where.startsWith(`(${grams} && array[`) && where.includes(' like '), `${filter}: the grams, then a row test`);
+  }
+  for (const filter of ['anne', '(415', 'last_name:contains:anne', 'email:ilike:%a%e%', 'email:ilike:a%', 'email:ilike:%a\\%%', 'birthday:gt:1990-01-01']) {
     t.notOk(counted(filter).includes(grams), `${filter}: row tests`);
     t.ok(counted(filter).includes('"owner_id" ='), `${filter}: the owner test`);
   }
