@@ -10,7 +10,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import type { Kysely } from 'kysely';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
 import pg from 'pg';
 import { SMTPServer } from 'smtp-server';
 import { buildApp, type BuildOptions } from '../src/app.js';
@@ -78,6 +78,33 @@ export async function emptyDatabase(t: Teardown): Promise<Kysely<Database>> {
   const dir = await mkdtemp(path.join(tmpdir(), 'contacts-empty-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   return openDatabase<Database>(null, path.join(dir, 'pgdata'));
+}
+
+/**
+ * The expressions of an index on contacts built on `definition`, and those of the index `existing`,
+ * as PostgreSQL stores them (without where in the statement they were written). The probe index is
+ * built in a transaction that is rolled back.
+ */
+export async function indexExpressions(db: Kysely<Database>, definition: RawBuilder<unknown>, existing: string): Promise<{ probe: string; existing: string }> {
+  const expressionsOf = async (trx: Kysely<Database>, index: string): Promise<string> => {
+    const { rows } = await sql<{ expressions: string }>`
+      select regexp_replace(indexprs::text, ' :location -?[0-9]+', '', 'g') as expressions
+        from pg_index where indexrelid = to_regclass(${index})`.execute(trx);
+    return rows[0]!.expressions;
+  };
+  const rolledBack = new Error('rolled back');
+  let found: { probe: string; existing: string } | undefined;
+  await db
+    .transaction()
+    .execute(async (trx) => {
+      await sql`create index index_probe on contacts ${definition}`.execute(trx);
+      found = { probe: await expressionsOf(trx, 'index_probe'), existing: await expressionsOf(trx, existing) };
+      throw rolledBack;
+    })
+    .catch((error: unknown) => {
+      if (error !== rolledBack) throw error;
+    });
+  return found!;
 }
 
 /** Environment for one isolated app instance on the current backend. */
