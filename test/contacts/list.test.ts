@@ -188,6 +188,15 @@ t.test('filters and pagination combine; links carry the other query parameters',
     `</api/contacts/?${q}&skip=0&limit=1>; rel="first", </api/contacts/?${q}&skip=0&limit=1>; rel="prev", ` +
       `</api/contacts/?${q}&skip=2&limit=1>; rel="next", </api/contacts/?${q}&skip=2&limit=1>; rel="last"`,
   );
+  // A term of 1 to 3 characters is counted by its grams (migration 009); the page walks or fetches.
+  for (const [qs, expected, page] of [
+    ['limit=2&skip=2', [5, 6], '2'],
+    ['limit=1000', [1, 3, 5, 6, 7], '1'],
+  ] as const) {
+    const short = await alice('GET', `/api/contacts/?query=an&${qs}`);
+    t.same(short.json().map((c: { id: number }) => c.id), id(...expected), qs);
+    t.match(short.headers, { 'x-total-count': '5', 'x-current-page': page }, qs);
+  }
   const none = await alice('GET', '/api/contacts/?query=nobody-at-all&limit=5');
   t.equal(none.statusCode, 200);
   t.same(none.json(), []);
