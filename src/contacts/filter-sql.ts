@@ -58,9 +58,9 @@ export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condit
  * short run (a bare term of 1 to 3 characters, or a like, ilike, contains or endswith of such a run
  * on a searched field) becomes a lookup in contacts_owner_grams_idx, which also names the owner.
  * Short runs match many contacts: testing every contact of a large owner costs many times the page.
- * The lookup is the whole answer to a bare term or an ilike `%run%`, so the count reads index
- * entries and no rows; for case or the value's end, only the contacts holding the run are tested.
- * A page keeps the row tests (filterPredicate): it stops after skip + limit matches in its order.
+ * The lookup is the whole answer to a bare term or an ilike `%run%`, so the count tests no row; for
+ * case or the value's end, only the contacts holding the run are tested. A page of rare matches is
+ * fetched by this predicate too; a walked page keeps the row tests (listContacts says which).
  */
 export function countPredicate(eb: ContactsBuilder, ownerId: number, conditions: readonly Condition[]): Expression<SqlBool> {
   const lookups = conditions.map((condition) => gramLookup(eb, ownerId, condition));

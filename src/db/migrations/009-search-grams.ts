@@ -12,7 +12,7 @@ export const transactional = false;
  * `owner:field:gram` for every run of 1 to 3 characters of each lower-cased field (the field is its
  * position among the arguments: the searched fields of src/contacts/filter-sql.ts as they were when
  * this migration was made). A field holds such a run exactly when its grams hold `owner:field:run`,
- * so a lookup needs no recheck, and a count reads no table page that is all visible. The owner
+ * so a lookup needs no recheck, and a count tests no row. The owner
  * leads every gram, so a lookup reads that owner's entries only.
  *
  * ANALYZE then samples the new expression, so the planner knows how many contacts a gram finds.
