@@ -13,7 +13,7 @@ import type { ContactsTable, Database } from '../db/database.js';
 import { schemaFields } from '../generated/schemas.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
 import type { Condition } from './filter.js';
-import { countPredicate, filterPredicate } from './filter-sql.js';
+import { countPredicate, filterPredicate, findsByGrams } from './filter-sql.js';
 import { type SortKey, TEXT_SORT_FIELDS } from './sort.js';
 
 /**
@@ -111,7 +111,7 @@ export async function deleteContact(db: Kysely<Database>, ownerId: number, id: n
 /**
  * ORDER BY terms of the sort keys, then `id` ascending to break ties. A text key orders by its
  * lower-cased value, then by the value, both byte-wise: the order of the (owner_id, lower(col)
- * collate "C", col collate "C", id) indexes, so a page reads about skip + limit entries.
+ * collate "C", col collate "C", id) indexes, so a page walked in that order reads about skip + limit entries.
  */
 function orderTerms(keys: readonly SortKey[]): [RawBuilder<unknown>, OrderByModifiers][] {
   const terms = keys.flatMap(({ field, descending }): [RawBuilder<unknown>, OrderByModifiers][] => {
@@ -137,22 +137,23 @@ function matching(ownerId: number, conditions: readonly Condition[]) {
 }
 
 /**
- * Reading one match through an index and sorting it costs about this many index entries walked in
- * order (npm run bench:scale: ~1.9 µs a match fetched by its grams, ~0.65 µs an entry walked).
+ * Fetching a match by its grams and sorting it costs about this many index entries walked in order
+ * (npm run bench:scale: ~1.9 µs a match fetched, ~0.65 µs an entry walked).
  */
 const FETCH_TO_WALK_COST = 3;
 
 /**
  * The owner's contacts matching `conditions`, one page in `sort` order, and the total, from one
- * statement (one snapshot). The total and the page are separate reads, and the page's ids come one
- * of two ways, chosen by the exact total T among the owner's N contacts:
- * - walked: the owner's index in `sort` order, testing each entry until skip + limit match. That
- *   reads about (skip + limit) · N / T entries, so it is the way for common matches;
- * - fetched: every match through the indexes that find them (countPredicate's, so a short run is
- *   looked up by its grams), then sorted. That reads T matches, so it is the way for rare ones: a
- *   run 300 of 100,000 contacts hold walked 91,000 entries for its sixth page.
- * The walk is taken when FETCH_TO_WALK_COST · T² > (skip + limit) · N. Only the page's rows are
- * read in full. A page past the end still has the total.
+ * statement (one snapshot). The total and the page are separate reads. Only the page's rows are
+ * read in full, and a page past the end still has the total.
+ *
+ * The page's ids are walked: the query with the row tests in `sort` order, which PostgreSQL reads
+ * in the order of an index when it expects matches to be common, testing entries until skip + limit
+ * match, about (skip + limit) · N / T of the owner's N contacts for T matches. For a short run
+ * (countPredicate) its estimate is global and often far off for one owner: a run 300 of 100,000
+ * contacts hold walked 91,000 entries for its sixth page. So when a condition is looked up by its
+ * grams, the exact total decides: if FETCH_TO_WALK_COST · T² <= (skip + limit) · N, the T matches
+ * are fetched through their grams instead, and sorted.
  */
 export async function listContacts(
   db: Kysely<Database>,
@@ -162,37 +163,38 @@ export async function listContacts(
   sort: readonly SortKey[] = [],
 ): Promise<PageOf<ContactRow>> {
   const terms = orderTerms(sort);
+  const counts = (eb: ContactsBuilder) => countPredicate(eb, ownerId, conditions);
   const ownerSize = db.selectFrom('contact_counts').where('owner_id', '=', ownerId).select(sql<number>`coalesce(sum(contacts), 0)`.as('n'));
   const walked = ordered(db.selectFrom('contacts').where(matching(ownerId, conditions)).select('id'), terms).offset(skip).limit(limit);
-  // Without conditions, the total is the owner's size, which triggers keep (migration 008), and
-  // the walk reads skip + limit entries.
+  const fetchable = findsByGrams(conditions);
+  const fetchMatches = fetchable ? sql<boolean>`${sql.lit(FETCH_TO_WALK_COST)} * count(*) * count(*) <= ${skip + limit}::bigint * (${ownerSize})` : sql<boolean>`false`;
+  // Without conditions, the total is the owner's size, which triggers keep (migration 008).
   const counted =
     conditions.length === 0
-      ? db.selectFrom(ownerSize.as('owner')).select([sql<number>`n::integer`.as('total'), sql<boolean>`false`.as('fetch')])
+      ? db.selectFrom(ownerSize.as('owner')).select([sql<number>`n::integer`.as('total'), fetchMatches.as('fetch_matches')])
       : db
           .selectFrom('contacts')
-          .where((eb) => countPredicate(eb, ownerId, conditions))
-          .select((eb) => [
-            eb.fn.countAll<number>().as('total'),
-            sql<boolean>`${FETCH_TO_WALK_COST} * count(*) * count(*) <= ${skip + limit}::bigint * (${ownerSize})`.as('fetch'),
-          ]);
+          .where(counts)
+          .select((eb) => [eb.fn.countAll<number>().as('total'), fetchMatches.as('fetch_matches')]);
   // The sort's columns of every match; OFFSET 0 keeps the planner from reading them in index order.
   const sortColumns = [...new Set(['id' as const, ...sort.map((key) => key.field)])];
-  const matches = db.selectFrom('contacts').where((eb) => countPredicate(eb, ownerId, conditions)).select(sortColumns).offset(0);
+  const matches = db.selectFrom('contacts').where(counts).select(sortColumns).offset(0);
   const fetched = ordered(db.selectFrom(matches.as('contacts')).select('id'), terms).offset(skip).limit(limit);
-  // Inside the page's subqueries and outside, `contacts` names that scope's own table. Each way
-  // to the page's ids runs only when its one-time condition on the count holds.
+  // Inside the page's subqueries and outside, `contacts` names that scope's own table. Each arm's
+  // condition reads only the count, so it is a one-time filter: the arm not chosen never runs.
   const result = await ordered(
     db
       .selectFrom(counted.as('counted'))
       .leftJoinLateral(
         (eb) =>
-          eb
-            .selectFrom(walked.as('walked'))
-            .select('walked.id')
-            .where(sql<boolean>`not counted.fetch`)
-            .$if(conditions.length > 0, (union) => union.unionAll(eb.selectFrom(fetched.as('fetched')).select('fetched.id').where(sql<boolean>`counted.fetch`)))
-            .as('page'),
+          fetchable
+            ? eb
+                .selectFrom(walked.as('walked'))
+                .select('walked.id')
+                .where(sql<boolean>`not counted.fetch_matches`)
+                .unionAll(eb.selectFrom(fetched.as('fetched')).select('fetched.id').where(sql<boolean>`counted.fetch_matches`))
+                .as('page')
+            : walked.as('page'),
         (join) => join.onTrue(),
       )
       .leftJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))

@@ -59,8 +59,8 @@ export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condit
  * on a searched field) becomes a lookup in contacts_owner_grams_idx, which also names the owner.
  * Short runs match many contacts: testing every contact of a large owner costs many times the page.
  * The lookup is the whole answer to a bare term or an ilike `%run%`, so the count tests no row; for
- * case or the value's end, only the contacts holding the run are tested. A page of rare matches is
- * fetched by this predicate too; a walked page keeps the row tests (listContacts says which).
+ * case or the value's end, only the contacts holding the run are tested. A page of rare matches of
+ * such a condition is fetched by this predicate too; a walked page keeps the row tests (listContacts).
  */
 export function countPredicate(eb: ContactsBuilder, ownerId: number, conditions: readonly Condition[]): Expression<SqlBool> {
   const lookups = conditions.map((condition) => gramLookup(eb, ownerId, condition));
@@ -71,21 +71,34 @@ export function countPredicate(eb: ContactsBuilder, ownerId: number, conditions:
 
 /** `condition` as a lookup of the grams its matches hold one of, or null when it has no short run. */
 function gramLookup(eb: ContactsBuilder, ownerId: number, condition: Condition): Expression<SqlBool> | null {
-  const anyOf = (grams: RawBuilder<string>[]) => eb(searchGrams, '&&', sql<string[]>`array[${sql.join(grams)}]`);
-  const searched = (field: TextField) => (SEARCHED_FIELDS as readonly TextField[]).includes(field);
-  if (condition.type === 'like' && searched(condition.field)) {
+  const grams = gramsOf(condition);
+  if (grams === null) return null;
+  const lookup = eb(searchGrams, '&&', sql<string[]>`array[${sql.join(grams.runs.map(([field, run]) => gram(ownerId, field, run)))}]`);
+  return grams.whole ? lookup : eb.and([lookup, conditionPredicate(eb, condition)]);
+}
+
+/** Whether some condition is looked up by its grams (see countPredicate), which then find its matches. */
+export function findsByGrams(conditions: readonly Condition[]): boolean {
+  return conditions.some((condition) => gramsOf(condition) !== null);
+}
+
+/**
+ * The (field, run) grams that `condition`'s matches hold one of, and whether holding one is the
+ * whole test; null when it has no short run.
+ */
+function gramsOf(condition: Condition): { runs: [TextField, string][]; whole: boolean } | null {
+  if (condition.type === 'like' && (SEARCHED_FIELDS as readonly TextField[]).includes(condition.field)) {
     const found = gramRun(condition.pattern);
     if (found === null) return null;
-    const lookup = anyOf([gram(ownerId, condition.field, found.run)]);
-    return condition.caseInsensitive && found.anywhere ? lookup : eb.and([lookup, conditionPredicate(eb, condition)]);
+    return { runs: [[condition.field, found.run]], whole: condition.caseInsensitive && found.anywhere };
   }
   if (condition.type !== 'search') return null;
   const found = gramRun(condition.pattern);
   const phonePattern = extraPhonePattern(condition);
   const phoneRun = phonePattern === null ? null : gramRun(phonePattern);
   if (found === null || (phonePattern !== null && phoneRun === null)) return null;
-  const grams = SEARCHED_FIELDS.map((field) => gram(ownerId, field, found.run));
-  return anyOf(phoneRun === null ? grams : [...grams, gram(ownerId, PHONE_FIELD, phoneRun.run)]);
+  const runs = SEARCHED_FIELDS.map((field): [TextField, string] => [field, found.run]);
+  return { runs: phoneRun === null ? runs : [...runs, [PHONE_FIELD, phoneRun.run]], whole: true };
 }
 
 /**

@@ -188,7 +188,8 @@ t.test('filters and pagination combine; links carry the other query parameters',
     `</api/contacts/?${q}&skip=0&limit=1>; rel="first", </api/contacts/?${q}&skip=0&limit=1>; rel="prev", ` +
       `</api/contacts/?${q}&skip=2&limit=1>; rel="next", </api/contacts/?${q}&skip=2&limit=1>; rel="last"`,
   );
-  // A term of 1 to 3 characters is counted by its grams (migration 009); the page walks or fetches.
+  // A term of 1 to 3 characters is counted by its grams (migration 009); of its 5 matches among 7
+  // contacts, two from the third are walked, and all of them fetched (3 · 5² <= 1000 · 7).
   for (const [qs, expected, page] of [
     ['limit=2&skip=2', [5, 6], '2'],
     ['limit=1000', [1, 3, 5, 6, 7], '1'],

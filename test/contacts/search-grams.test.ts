@@ -3,10 +3,10 @@
  * contacts_owner_grams_idx instead of testing each contact. The lookup must count exactly what the
  * row tests count, field by field and owner by owner, and must be the indexed expression.
  */
-import { sql } from 'kysely';
+import { CompiledQuery, PostgresQueryCompiler, sql } from 'kysely';
 import t from 'tap';
 import { migrateToLatest } from '../../plugins/migrate.js';
-import { listContacts } from '../../src/contacts/contacts.repository.js';
+import { listContacts, type PageRequest } from '../../src/contacts/contacts.repository.js';
 import { parseFilter } from '../../src/contacts/filter.js';
 import { countPredicate, searchGrams } from '../../src/contacts/filter-sql.js';
 import { migrations } from '../../src/db/migrations/index.js';
@@ -49,7 +49,7 @@ t.test('a contact has each run of 1 to 3 characters of each lower-cased field, o
   t.notOk(grams.includes(`${id}:1:anne`), 'no run longer than 3');
 });
 
-t.test('a count by the grams is the number of matches, which the page finds by row tests', async (t) => {
+t.test('a count by the grams is the number of matches, and a page holds them, walked or fetched', async (t) => {
   const EXPECTED: [string, number][] = [
     ['a', 4],
     ['AN', 2],
@@ -76,8 +76,11 @@ t.test('a count by the grams is the number of matches, which the page finds by r
     ['e,email:ilike:%ex%', 2],
   ];
   for (const [filter, expected] of EXPECTED) {
-    const { total, rows } = await listContacts(db, owner!.id, parseFilter(filter), { skip: 0, limit: 100 });
-    t.same([total, rows.length], [expected, expected], filter);
+    // All matches on one page (fetched), and the first alone (walked unless it is the only one).
+    for (const limit of [100, 1]) {
+      const { total, rows } = await listContacts(db, owner!.id, parseFilter(filter), { skip: 0, limit });
+      t.same([total, rows.length], [expected, Math.min(expected, limit)], `${filter} limit=${limit}`);
+    }
   }
 });
 
@@ -101,4 +104,44 @@ t.test('the grams serve short runs only, and a count of them names no owner sepa
 t.test('scans of contacts are serial', async (t) => {
   const { rows } = await sql<{ options: string[] }>`select reloptions as options from pg_class where oid = 'contacts'::regclass`.execute(db);
   t.same(rows[0]!.options, ['parallel_workers=0']);
+});
+
+/** Which ways to the page's ids listContacts's statement has, and which one ran (EXPLAIN ANALYZE of what it sends). */
+async function pageWays(filter: string, page: PageRequest): Promise<Record<string, boolean>> {
+  const statements: CompiledQuery[] = [];
+  const compiler = new PostgresQueryCompiler();
+  const recording = db.withPlugin({
+    transformQuery: ({ node, queryId }) => (statements.push(compiler.compileQuery(node, queryId)), node),
+    transformResult: async ({ result }) => result,
+  });
+  await listContacts(recording, owner!.id, parseFilter(filter), page);
+  // The statement sent is the last one compiled (its subqueries were compiled on the way).
+  const { sql: text, parameters } = statements.at(-1)!;
+  const { rows } = await db.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`explain (analyze, costs off, timing off) ${text}`, [...parameters]));
+  const lines = rows.map((row) => row['QUERY PLAN']);
+  const ways: Record<string, boolean> = {};
+  for (const [i, line] of lines.entries()) {
+    if (!line.includes('One-Time Filter:')) continue;
+    const way = line.includes('(NOT ') ? 'walked' : 'fetched';
+    ways[way] = !lines.slice(i + 1).find((next) => next.includes('->'))!.includes('never executed');
+  }
+  return ways;
+}
+
+t.test('a page of a short run is walked, or fetched by its grams when 3 · total² <= (skip + limit) · contacts', async (t) => {
+  // The owner has 4 contacts; `a` is in all 4, `ann` in 1, `zzz` in none.
+  const CASES: [string, PageRequest, Record<string, boolean>][] = [
+    ['a', { skip: 0, limit: 1 }, { walked: true, fetched: false }],
+    ['a', { skip: 5, limit: 6 }, { walked: true, fetched: false }], // 48 > 44
+    ['a', { skip: 6, limit: 6 }, { walked: false, fetched: true }], // 48 <= 48
+    ['ann', { skip: 0, limit: 1 }, { walked: false, fetched: true }],
+    ['zzz', { skip: 0, limit: 1 }, { walked: false, fetched: true }],
+    ['first_name:ilike:%A%,birthday:gt:1990-06-01', { skip: 0, limit: 1 }, { walked: true, fetched: false }],
+    ['anne', { skip: 0, limit: 1 }, {}], // no short run: the row tests only
+    ['', { skip: 0, limit: 1 }, {}],
+  ];
+  for (const [filter, page, ways] of CASES) t.same(await pageWays(filter, page), ways, `${filter} skip=${page.skip} limit=${page.limit}`);
+  // Either way, the same page.
+  const ids = async (page: PageRequest) => (await listContacts(db, owner!.id, parseFilter('a'), page)).rows.map((row) => row.id);
+  t.same(await ids({ skip: 1, limit: 2 }), (await ids({ skip: 0, limit: 12 })).slice(1, 3));
 });
