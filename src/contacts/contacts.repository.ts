@@ -150,8 +150,8 @@ const FETCH_TO_WALK_COST = 3;
  * The page's ids are walked: the query with the row tests in `sort` order, which PostgreSQL reads
  * in the order of an index when it expects matches to be common, testing entries until skip + limit
  * match, about (skip + limit) · N / T of the owner's N contacts for T matches. For a short run
- * (countPredicate) its estimate is global and often far off for one owner: a run 300 of 100,000
- * contacts hold walked 91,000 entries for its sixth page. So when a condition is looked up by its
+ * (countPredicate) its estimate is global and often far off for one owner: a run that 300 of
+ * 100,000 contacts hold walked 91,000 entries for its sixth page. So when a condition is looked up by its
  * grams, the exact total decides: if FETCH_TO_WALK_COST · T² <= (skip + limit) · N, the T matches
  * are fetched through their grams instead, and sorted.
  */

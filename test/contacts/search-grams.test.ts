@@ -76,7 +76,7 @@ t.test('a count by the grams is the number of matches, and a page holds them, wa
     ['e,email:ilike:%ex%', 2],
   ];
   for (const [filter, expected] of EXPECTED) {
-    // All matches on one page (fetched), and the first alone (walked unless it is the only one).
+    // All matches on one page (fetched), and the first alone (walked unless at most one matches).
     for (const limit of [100, 1]) {
       const { total, rows } = await listContacts(db, owner!.id, parseFilter(filter), { skip: 0, limit });
       t.same([total, rows.length], [expected, Math.min(expected, limit)], `${filter} limit=${limit}`);
