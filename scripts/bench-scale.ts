@@ -1,5 +1,5 @@
 /**
- * `npm run bench:scale -- [--reseed] [--requests N] [--concurrency C] [--only a,b] [--plans all|big|none]`
+ * `npm run bench:scale -- [--reseed] [--requests N] [--concurrency C] [--rounds R] [--only a,b] [--plans all|big|none]`
  *
  * The contacts queries at 1,000,000 contacts, at the database: seeds `contacts_scale` on the local
  * PostgreSQL (451 users: one with 100,000 contacts, 450 with 2,000; reused while it holds that seed,
@@ -9,13 +9,18 @@
  * p99 and the mean total, then the EXPLAIN (ANALYZE, BUFFERS) of one request, and flags any plan
  * that scans contacts sequentially or reads an index without an owner_id condition.
  *
+ * The machine's speed drifts by tens of percent from hour to hour, so each query's requests run in
+ * R rounds (default 3), each after a round of as many requests of a fixed reference (the 100,000-
+ * contact user's contacts counted in their owner index, SQL that no change to the service touches)
+ * at the same concurrency. The ratio of the two p99s compares runs made at different times.
+ *
  * BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres) names the server.
  */
 import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { type CompiledQuery, Kysely, PostgresDialect } from 'kysely';
+import { type CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { openDatabase } from '../plugins/db.js';
 import { migrateToLatest } from '../plugins/migrate.js';
@@ -32,6 +37,7 @@ const { values } = parseArgs({
     reseed: { type: 'boolean', default: false },
     requests: { type: 'string', default: '300' },
     concurrency: { type: 'string', default: '10' },
+    rounds: { type: 'string', default: '3' },
     only: { type: 'string' },
     plans: { type: 'string', default: 'all' },
     database: { type: 'string', default: 'contacts_scale' },
@@ -39,6 +45,7 @@ const { values } = parseArgs({
 });
 const REQUESTS = Number(values.requests);
 const CONCURRENCY = Number(values.concurrency);
+const ROUNDS = Number(values.rounds);
 const WARMUP = 10;
 const SEED_ARGS = ['--users', '451', '--contacts-per-user', '2000', '--big-user', '100000', '--seed', '42'];
 const SEED_MARK = `bench:scale seed ${SEED_ARGS.join(' ')}`;
@@ -200,6 +207,14 @@ const QUERIES: Query[] = [
   },
 ];
 
+/** The reference: a count of `ownerId`'s entries in the (owner_id, id) index, the same work at any time. */
+const reference =
+  (ownerId: number): Call =>
+  async (db) => {
+    const { rows } = await sql<{ total: number }>`select count(*)::integer as total from contacts where owner_id = ${ownerId}`.execute(db);
+    return { total: rows[0]!.total, rows: [] };
+  };
+
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
@@ -230,7 +245,28 @@ async function measure(db: Kysely<Database>, calls: [string, Call][]): Promise<{
       }
     }),
   );
-  return { latencies: latencies.sort((a, b) => a - b), totals };
+  return { latencies, totals };
+}
+
+/**
+ * `calls` in ROUNDS rounds, each after as many calls of `referenceCall`, so both meet the same
+ * moments of the machine; latencies sorted.
+ */
+async function measureBesideReference(db: Kysely<Database>, calls: [string, Call][], referenceCall: Call) {
+  const latencies: number[] = [];
+  const totals: number[] = [];
+  const referenceLatencies: number[] = [];
+  const size = Math.ceil(calls.length / ROUNDS);
+  for (let from = 0; from < calls.length; from += size) {
+    const round = calls.slice(from, from + size);
+    const referenceRound = await measure(db, round.map(([key]) => [key, referenceCall]));
+    referenceLatencies.push(...referenceRound.latencies);
+    const queryRound = await measure(db, round);
+    latencies.push(...queryRound.latencies);
+    totals.push(...queryRound.totals);
+  }
+  const ascending = (a: number, b: number) => a - b;
+  return { latencies: latencies.sort(ascending), totals, referenceLatencies: referenceLatencies.sort(ascending) };
 }
 
 interface PlanNode {
@@ -318,24 +354,32 @@ try {
   console.log(
     `${values.database}: ${Number(big.total).toLocaleString('en')} contacts, ${big.users} users; user ${small.owner_id} has ${users[0]!.size.toLocaleString('en')}, user ${big.owner_id} has ${users[1]!.size.toLocaleString('en')}.`,
   );
-  console.log(`${REQUESTS} distinct requests per query and user, ${CONCURRENCY} concurrent, pool of 10; times in ms.\n`);
+  console.log(
+    `${REQUESTS} distinct requests per query and user, ${CONCURRENCY} concurrent, pool of 10, in ${ROUNDS} rounds after as many of the reference; times in ms.\n`,
+  );
+  const referenceCall = reference(big.owner_id);
 
   const only = values.only?.split(',').map((s) => s.trim().toLowerCase());
   const selected = QUERIES.filter((q) => !only || only.some((o) => q.name.toLowerCase().includes(o)));
-  const rows: string[] = ['| query | user | n | p50 | p99 | max | mean total | plan |', '|---|---|---:|---:|---:|---:|---:|---|'];
+  const rows: string[] = [
+    '| query | user | n | p50 | p99 | max | reference p99 | p99 ÷ reference | mean total | plan |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---|',
+  ];
   const plans: string[] = [];
   let flagged = 0;
-  for (const [qi, query] of selected.entries()) {
+  for (const query of selected) {
     for (const user of users) {
-      const calls = requests(query, user, REQUESTS + WARMUP + 1, 1000 * qi + user.id);
+      // Seeded by the query's place in QUERIES, so --only draws the same requests as a full run.
+      const calls = requests(query, user, REQUESTS + WARMUP + 1, 1000 * QUERIES.indexOf(query) + user.id);
       const [explained, ...rest] = calls;
       await measure(db, rest.slice(0, WARMUP));
-      const { latencies, totals } = await measure(db, rest.slice(WARMUP));
+      const { latencies, totals, referenceLatencies } = await measureBesideReference(db, rest.slice(WARMUP), referenceCall);
       const { text, problems } = await explain(client, await statementsOf(explained![1]));
       flagged += problems.length;
       const mean = totals.reduce((a, b) => a + b, 0) / totals.length;
+      const [p99, referenceP99] = [percentile(latencies, 99), percentile(referenceLatencies, 99)];
       rows.push(
-        `| ${query.name} | ${user.label} | ${latencies.length} | ${ms(percentile(latencies, 50))} | ${ms(percentile(latencies, 99))} | ${ms(latencies.at(-1)!)} | ${Math.round(mean).toLocaleString('en')} | ${problems.length ? `**${problems.join('; ')}**` : 'owner-scoped'} |`,
+        `| ${query.name} | ${user.label} | ${latencies.length} | ${ms(percentile(latencies, 50))} | ${ms(p99)} | ${ms(latencies.at(-1)!)} | ${ms(referenceP99)} | ${(p99 / referenceP99).toFixed(2)} | ${Math.round(mean).toLocaleString('en')} | ${problems.length ? `**${problems.join('; ')}**` : 'owner-scoped'} |`,
       );
       console.log(rows.at(-1));
       if (values.plans === 'all' || (values.plans === 'big' && user.label === '100k')) {
