@@ -43,9 +43,16 @@ const { values } = parseArgs({
     database: { type: 'string', default: 'contacts_scale' },
   },
 });
-const REQUESTS = Number(values.requests);
-const CONCURRENCY = Number(values.concurrency);
-const ROUNDS = Number(values.rounds);
+/** The option `name` as a whole number of at least 1; anything else stops the run before it starts. */
+function positiveInteger(name: 'requests' | 'concurrency' | 'rounds'): number {
+  const value = Number(values[name]);
+  if (Number.isInteger(value) && value >= 1) return value;
+  console.error(`--${name} must be a whole number of at least 1, not ${JSON.stringify(values[name])}.`);
+  process.exit(2);
+}
+const REQUESTS = positiveInteger('requests');
+const CONCURRENCY = positiveInteger('concurrency');
+const ROUNDS = positiveInteger('rounds');
 const WARMUP = 10;
 const SEED_ARGS = ['--users', '451', '--contacts-per-user', '2000', '--big-user', '100000', '--seed', '42'];
 const SEED_MARK = `bench:scale seed ${SEED_ARGS.join(' ')}`;
