@@ -13,7 +13,7 @@ import type { ContactsTable, Database } from '../db/database.js';
 import { schemaFields } from '../generated/schemas.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
 import type { Condition } from './filter.js';
-import { countPredicate, filterPredicate, findsByIndex, rowTest } from './filter-sql.js';
+import { countPredicate, filterPredicate, findsByGrams } from './filter-sql.js';
 import { type SortKey, TEXT_SORT_FIELDS } from './sort.js';
 
 /**
@@ -138,8 +138,7 @@ function matching(ownerId: number, conditions: readonly Condition[]) {
 
 /**
  * Fetching a match by its grams and sorting it costs about this many index entries walked in order
- * (npm run bench:scale: ~1.9 µs a match fetched, ~0.65 µs an entry walked). A literal prefix's
- * range is chosen by the same rule, not measured apart.
+ * (npm run bench:scale: ~1.9 µs a match fetched, ~0.65 µs an entry walked).
  */
 const FETCH_TO_WALK_COST = 3;
 
@@ -150,12 +149,11 @@ const FETCH_TO_WALK_COST = 3;
  *
  * The page's ids are walked: the query with the row tests in `sort` order, which PostgreSQL reads
  * in the order of an index when it expects matches to be common, testing entries until skip + limit
- * match, about (skip + limit) · N / T of the owner's N contacts for T matches. For a short run or a
- * pattern's prefix (findsByIndex) its estimate is often far off for one owner: a run that 300 of
- * 100,000 contacts hold walked 91,000 entries for its sixth page, and `J%er`, held by 4,001, read
- * and sorted all 4,001 for its first. So for those the exact total decides: if
- * FETCH_TO_WALK_COST · T² <= (skip + limit) · N, the T matches are fetched through the count's index
- * and sorted; otherwise they are walked by a row test the planner cannot misjudge (rowTest).
+ * match, about (skip + limit) · N / T of the owner's N contacts for T matches. For a short run
+ * (countPredicate) its estimate is global and often far off for one owner: a run that 300 of
+ * 100,000 contacts hold walked 91,000 entries for its sixth page. So when a condition is looked up by its
+ * grams, the exact total decides: if FETCH_TO_WALK_COST · T² <= (skip + limit) · N, the T matches
+ * are fetched through their grams instead, and sorted.
  */
 export async function listContacts(
   db: Kysely<Database>,
@@ -167,9 +165,8 @@ export async function listContacts(
   const terms = orderTerms(sort);
   const counts = (eb: ContactsBuilder) => countPredicate(eb, ownerId, conditions);
   const ownerSize = db.selectFrom('contact_counts').where('owner_id', '=', ownerId).select(sql<number>`coalesce(sum(contacts), 0)`.as('n'));
-  const fetchable = findsByIndex(conditions);
-  const walking = fetchable ? (eb: ContactsBuilder) => eb.and([eb('owner_id', '=', ownerId), rowTest(eb, conditions)]) : matching(ownerId, conditions);
-  const walked = ordered(db.selectFrom('contacts').where(walking).select('id'), terms).offset(skip).limit(limit);
+  const walked = ordered(db.selectFrom('contacts').where(matching(ownerId, conditions)).select('id'), terms).offset(skip).limit(limit);
+  const fetchable = findsByGrams(conditions);
   const fetchMatches = fetchable ? sql<boolean>`${sql.lit(FETCH_TO_WALK_COST)} * count(*) * count(*) <= ${skip + limit}::bigint * (${ownerSize})` : sql<boolean>`false`;
   // Without conditions, the total is the owner's size, which triggers keep (migration 008).
   const counted =

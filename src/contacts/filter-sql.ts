@@ -13,6 +13,12 @@ const folded = (field: TextField): RawBuilder<string> => sql<string>`lower(${sql
 const lower = (value: string): RawBuilder<string> => sql<string>`lower(${value}::text)`;
 /** The value itself under the index's collation; equality is byte-wise under any deterministic collation. */
 const exact = (field: TextField): RawBuilder<string> => sql<string>`${sql.ref(field)} collate "C"`;
+/**
+ * `test` as a condition PostgreSQL estimates at a half and no index serves: for an exact comparison
+ * after its key's. Estimated apart, `J%er` seemed to match 162 of 100,000 contacts (the key alone:
+ * 3,982; 4,001 do), so a page read and sorted all 4,001 to show 25.
+ */
+const unestimated = (test: Expression<SqlBool>): RawBuilder<SqlBool> => sql<SqlBool>`coalesce(${test}, false)`;
 
 const SEARCH_KEY_SEPARATOR = '\u001f';
 /**
@@ -60,8 +66,7 @@ export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condit
  * Short runs match many contacts: testing every contact of a large owner costs many times the page.
  * The lookup is the whole answer to a bare term or an ilike `%run%`, so the count tests no row; for
  * case or the value's end, only the contacts holding the run are tested. A page of rare matches of
- * such a condition, or of a pattern with a literal prefix, is fetched by this predicate too; a
- * walked page tests rows instead (rowTest, listContacts).
+ * such a condition is fetched by this predicate too; a walked page keeps the row tests (listContacts).
  */
 export function countPredicate(eb: ContactsBuilder, ownerId: number, conditions: readonly Condition[]): Expression<SqlBool> {
   const lookups = conditions.map((condition) => gramLookup(eb, ownerId, condition));
@@ -78,26 +83,9 @@ function gramLookup(eb: ContactsBuilder, ownerId: number, condition: Condition):
   return grams.whole ? lookup : eb.and([lookup, conditionPredicate(eb, condition)]);
 }
 
-/** Whether a like pattern starts with a literal character, so the key's btree serves it as a range. */
-const hasLiteralPrefix = (pattern: string): boolean => !/^[%_]/.test(pattern);
-
-/**
- * Whether the count finds some condition's matches through an index whose estimate of them can be
- * far off for one owner: a short run's grams (countPredicate), or a pattern's literal prefix, a
- * range of the key. PostgreSQL guesses a pattern's share from its prefix: it expected 162 of
- * 100,000 contacts to match `J%er`, and 4,001 do.
- */
-export function findsByIndex(conditions: readonly Condition[]): boolean {
-  return conditions.some((condition) => gramsOf(condition) !== null || (condition.type === 'like' && hasLiteralPrefix(condition.pattern)));
-}
-
-/**
- * The conditions as a test of each row that no index serves and PostgreSQL does not estimate (it
- * assumes half the rows pass), so it reads the rows in the order of the sort's index and stops at
- * the page. For a page whose exact total shows its matches are common (listContacts).
- */
-export function rowTest(eb: ContactsBuilder, conditions: readonly Condition[]): Expression<SqlBool> {
-  return sql<SqlBool>`coalesce(${filterPredicate(eb, conditions)}, false)`;
+/** Whether some condition is looked up by its grams (see countPredicate), which then find its matches. */
+export function findsByGrams(conditions: readonly Condition[]): boolean {
+  return conditions.some((condition) => gramsOf(condition) !== null);
 }
 
 /**
@@ -131,9 +119,10 @@ function extraPhonePattern({ pattern, phonePattern }: Extract<Condition, { type:
 /**
  * Case-sensitive conditions that a range of the key can serve (eq, in_, a pattern with a literal
  * prefix) also state what they imply for the lower-cased key (lower-casing is character by
- * character), so the btree finds the candidates; the exact comparison then decides. Other
- * patterns do not: the planner multiplies the two conditions' selectivities, and the far too low
- * estimate would make it read every match to sort a page instead of stopping at the page.
+ * character), so the btree finds the candidates; the exact comparison then decides, hidden from
+ * the planner's estimate (unestimated): it would multiply the two shares as if independent, and the
+ * far too low estimate would make it read every match to sort a page instead of stopping at the
+ * page. A pattern that starts with a wildcard has no range of the key and states none.
  */
 function conditionPredicate(eb: ContactsBuilder, condition: Condition): Expression<SqlBool> {
   switch (condition.type) {
@@ -148,15 +137,15 @@ function conditionPredicate(eb: ContactsBuilder, condition: Condition): Expressi
       return eb.or([...textArms, ...phoneArms]);
     }
     case 'eq':
-      return eb.and([eb(folded(condition.field), '=', lower(condition.value)), eb(exact(condition.field), '=', condition.value)]);
+      return eb.and([eb(folded(condition.field), '=', lower(condition.value)), unestimated(eb(exact(condition.field), '=', condition.value))]);
     case 'in':
       if (condition.values.length === 0) return sql<SqlBool>`false`;
-      return eb.and([eb(folded(condition.field), 'in', condition.values.map(lower)), eb(exact(condition.field), 'in', condition.values)]);
+      return eb.and([eb(folded(condition.field), 'in', condition.values.map(lower)), unestimated(eb(exact(condition.field), 'in', condition.values))]);
     case 'like': {
       const key = eb(folded(condition.field), 'like', lower(condition.pattern));
       if (condition.caseInsensitive) return key;
       const exactMatch = eb(condition.field, 'like', condition.pattern);
-      return hasLiteralPrefix(condition.pattern) ? eb.and([key, exactMatch]) : exactMatch;
+      return /^[%_]/.test(condition.pattern) ? exactMatch : eb.and([key, unestimated(exactMatch)]);
     }
     case 'range': {
       const parts: Expression<SqlBool>[] = [];

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import t from 'tap';
 import * as repository from '../../src/contacts/contacts.repository.js';
 import { parseFilter } from '../../src/contacts/filter.js';
-import { findsByIndex } from '../../src/contacts/filter-sql.js';
+import { findsByGrams } from '../../src/contacts/filter-sql.js';
 import { parseSort } from '../../src/contacts/sort.js';
 import { buildContactsApp, createUser } from './fixtures.js';
 
@@ -261,9 +261,8 @@ function compareBy(sort: string): (a: Row, b: Row) => number {
 }
 
 t.test('any page in any order is that slice of the reference, whether the matches are walked or fetched', async (t) => {
-  // For a filter with a short run or a literal prefix, listContacts fetches every match through the
-  // count's index and sorts it when 3·total² <= (skip + limit) · the owner's contacts
-  // (search-grams.test.ts), else walks.
+  // For a filter with a short run, listContacts fetches every match by its grams and sorts it when
+  // 3·total² <= (skip + limit) · the owner's contacts (search-grams.test.ts), else walks.
   const ways = { walked: 0, fetched: 0 };
   const pageArb = fc.record({
     specs: expressionArb,
@@ -280,7 +279,7 @@ t.test('any page in any order is that slice of the reference, whether the matche
       const page = await repository.listContacts(app.db, user.id, parseFilter(expression), { skip, limit }, sort === '' ? [] : parseSort(sort));
       const expected = matched.slice(skip, skip + limit).map((r) => r.id);
       const actual = page.rows.map((r) => r.id);
-      if (findsByIndex(parseFilter(expression))) ways[3 * matched.length ** 2 <= (skip + limit) * rows.length ? 'fetched' : 'walked']++;
+      if (findsByGrams(parseFilter(expression))) ways[3 * matched.length ** 2 <= (skip + limit) * rows.length ? 'fetched' : 'walked']++;
       if (page.total !== matched.length || JSON.stringify(actual) !== JSON.stringify(expected)) {
         throw new Error(`${expression} sort=${sort} skip=${skip} limit=${limit}\nexpected ${JSON.stringify(expected)}\nactual   ${JSON.stringify(actual)} (total ${page.total})`);
       }

@@ -128,8 +128,8 @@ async function pageWays(filter: string, page: PageRequest): Promise<Record<strin
   return ways;
 }
 
-t.test('a page of a short run or a literal prefix is walked, or fetched through the count when 3 · total² <= (skip + limit) · contacts', async (t) => {
-  // The owner has 4 contacts; `a` is in all 4, `ann` in 1, `zzz` in none; every phone starts with `+`, one first name with `A`.
+t.test('a page of a short run is walked, or fetched by its grams when 3 · total² <= (skip + limit) · contacts', async (t) => {
+  // The owner has 4 contacts; `a` is in all 4, `ann` in 1, `zzz` in none.
   const CASES: [string, PageRequest, Record<string, boolean>][] = [
     ['a', { skip: 0, limit: 1 }, { walked: true, fetched: false }],
     ['a', { skip: 5, limit: 6 }, { walked: true, fetched: false }], // 48 > 44
@@ -137,12 +137,7 @@ t.test('a page of a short run or a literal prefix is walked, or fetched through 
     ['ann', { skip: 0, limit: 1 }, { walked: false, fetched: true }],
     ['zzz', { skip: 0, limit: 1 }, { walked: false, fetched: true }],
     ['first_name:ilike:%A%,birthday:gt:1990-06-01', { skip: 0, limit: 1 }, { walked: true, fetched: false }],
-    ['phone:startswith:+', { skip: 0, limit: 1 }, { walked: true, fetched: false }],
-    ['phone:startswith:+', { skip: 6, limit: 6 }, { walked: false, fetched: true }],
-    ['first_name:like:A%n', { skip: 0, limit: 1 }, { walked: false, fetched: true }],
-    ['email:ilike:S%.GR', { skip: 0, limit: 1 }, { walked: false, fetched: true }],
     ['anne', { skip: 0, limit: 1 }, {}], // no short run: the row tests only
-    ['first_name:like:%n%n', { skip: 0, limit: 1 }, {}], // neither: the row tests only
     ['', { skip: 0, limit: 1 }, {}],
   ];
   for (const [filter, page, ways] of CASES) t.same(await pageWays(filter, page), ways, `${filter} skip=${page.skip} limit=${page.limit}`);
