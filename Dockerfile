@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 # Production image: compiled JavaScript, production dependencies only, non-root, health-checked.
 
-# The exact Node that CI runs the suite on (.ci/node22 reads this line): bump it here.
-ARG NODE_VERSION=22.23.3
+# The exact Node that CI runs the suite on and `make` falls back to (scripts/pinned-node reads this line).
+ARG NODE_VERSION=26.10.0
 
 FROM node:${NODE_VERSION}-slim AS build
 WORKDIR /app

@@ -1,6 +1,16 @@
 # Thin wrappers around the npm scripts; `make ci` is exactly what CI runs. `make help` lists them.
 .PHONY: help install codegen build run dev test check bench ci
 
+# A machine whose Node is older than package.json's engines (or has none) runs every target on the
+# Dockerfile's pinned Node instead, fetched once from the npm registry (scripts/pinned-node).
+node_floor := $(shell sed -n 's/.*"node": ">=\([0-9]*\).*/\1/p' package.json)
+node_major := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+ifeq ($(shell [ $(node_major) -lt $(node_floor) ] && echo old),old)
+pinned_bin := $(shell scripts/pinned-node)
+export PATH := $(pinned_bin):$(PATH)
+$(info Node $(node_major) is older than engines (>=$(node_floor)): using $(shell $(pinned_bin)/node --version) from scripts/pinned-node)
+endif
+
 help: ## this list
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
