@@ -1,7 +1,6 @@
 /** Process entry: build the app, listen, and close gracefully on a signal or a fatal error, within a deadline. */
 import closeWithGrace from 'close-with-grace';
 import { ConfigError, loadConfig } from '../plugins/config.js';
-import { buildApp } from './app.js';
 
 /** Start-up failures are one line with a hint, and the process exits 1 with nothing left running. */
 function startupFailed(message: string): never {
@@ -22,7 +21,11 @@ try {
   process.exit(1);
 }
 
-const app = await buildApp({ config }).catch((error: Error) => startupFailed(error.message));
+// Tracing is loaded only when it is on, and before the app, so tracing off costs nothing.
+const tracing = config.tracing ? (await import('../plugins/tracing.js')).startTracing(config.tracing, config.databaseUrl) : undefined;
+const { buildApp } = await import('./app.js');
+const app = await buildApp({ config, tracing }).catch((error: Error) => startupFailed(error.message));
+if (tracing) app.addHook('onClose', () => tracing.shutdown());
 if (config.nodeEnv === 'production' && !config.redisUrl) {
   app.log.warn('REDIS_URL is not set: rate-limit counters and the cache are per instance, not shared');
 }
