@@ -134,7 +134,7 @@ t.test('metrics count known traffic exactly', async (t) => {
     ];
     for (const url of probes) await app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${session.accessToken}` } });
     await app.inject({ method: 'POST', url: '/api/contacts/', headers: { authorization: `Bearer ${session.accessToken}` }, payload: contactBody({ email: `${secret}@example.com` }) });
-    await app.inject({ method: 'PROPFIND', url: `/${secret}` });
+    await app.inject({ method: 'PROPFIND' as 'GET', url: `/${secret}` });
     const res = await app.inject({ method: 'GET', url: '/metrics' });
     for (const value of [session.email, session.username, session.accessToken, secret]) t.notMatch(res.body, value, 'nowhere in the scrape');
 
