@@ -4,8 +4,10 @@
  * Starts the compiled service the way production does, against a fresh PostgreSQL database and its
  * own Redis key prefix, seeds one user with 10,000 contacts through the API, then measures each
  * operation with autocannon beside a bare-Fastify ceiling (scripts/bench-ceiling.ts) in alternating
- * rounds. Prints a Markdown table to stdout (progress goes to stderr). Exits 1 when any measured
- * request was not answered 2xx; the ratio targets are reported, not enforced.
+ * rounds. Then the cached GET by id once more, on that service (metrics on, the default) and on a
+ * second one over the same database and Redis with METRICS_ENABLED=false, in alternating rounds:
+ * what recording metrics costs. Prints Markdown tables to stdout (progress goes to stderr). Exits 1
+ * when any measured request was not answered 2xx; the ratio targets are reported, not enforced.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -39,6 +41,8 @@ const USAGE = `Usage: npm run bench -- [options]
   --keep            keep the benchmark database (it is dropped otherwise)`;
 
 const CEILING_ENTRY = 'dist/scripts/bench-ceiling.js';
+/** Cached reads with metrics on keep at least this share of their throughput with metrics off. */
+const METRICS_TARGET = 0.95;
 const CONTACTS = 10_000;
 const SEED_CONCURRENCY = 16;
 const WARM_REQUESTS = 5;
@@ -204,9 +208,9 @@ interface Round {
   mismatches: number;
 }
 
-/** service, ceiling, ceiling, service, service, ceiling, …: each side goes first equally often. */
-function roundOrder(rounds: number): Side[] {
-  return Array.from({ length: rounds }, (_, i): Side[] => (i % 2 === 0 ? ['service', 'ceiling'] : ['ceiling', 'service'])).flat();
+/** a, b, b, a, a, b, …: each side goes first equally often. */
+function roundOrder<S extends string>(rounds: number, [a, b]: [S, S]): S[] {
+  return Array.from({ length: rounds }, (_, i): S[] => (i % 2 === 0 ? [a, b] : [b, a])).flat();
 }
 
 async function runRound(base: string, op: Operation, canned: CannedResponse, token: string, options: Options): Promise<Round> {
@@ -252,7 +256,7 @@ interface Measured {
 
 async function measure(op: Operation, bases: Record<Side, string>, canned: CannedResponse, token: string, options: Options): Promise<Measured> {
   const measured: Measured = { op, rounds: { service: [], ceiling: [] }, samples: [] };
-  for (const side of roundOrder(options.rounds)) {
+  for (const side of roundOrder<Side>(options.rounds, ['service', 'ceiling'])) {
     const before = await warm(bases[side], op, token);
     const round = await runRound(bases[side], op, canned, token, options);
     if (side === 'service' && op.method === 'GET') {
@@ -264,6 +268,26 @@ async function measure(op: Operation, bases: Record<Side, string>, canned: Canne
     log(`${op.label} ${side}: ${format(round.reqPerSec)} req/s, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${round.non2xx + round.errors}`);
   }
   return measured;
+}
+
+type MetricsSide = 'on' | 'off';
+
+interface MetricsPair {
+  op: Operation;
+  rounds: Record<MetricsSide, Round[]>;
+}
+
+/** `op` on the service with metrics on and on its twin with them off, in alternating rounds. */
+async function measureMetrics(op: Operation, bases: Record<MetricsSide, string>, canned: CannedResponse, token: string, options: Options): Promise<MetricsPair> {
+  const pair: MetricsPair = { op, rounds: { on: [], off: [] } };
+  for (const side of roundOrder<MetricsSide>(options.rounds, ['on', 'off'])) {
+    const xCache = await warm(bases[side], op, token);
+    if (xCache !== 'HIT') throw new Error(`${op.label} metrics ${side}: no cache HIT after warm-up`);
+    const round = await runRound(bases[side], op, canned, token, options);
+    pair.rounds[side].push(round);
+    log(`${op.label} metrics ${side}: ${format(round.reqPerSec)} req/s, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${round.non2xx + round.errors}`);
+  }
+  return pair;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -348,12 +372,17 @@ function settingsLine(options: Options): string {
 
 // ---------------------------------------------------------------------------------------------
 
-/** The compiled service as production runs it, on its own database, Redis prefix and data folder. */
-async function startService(stamp: string, dataDir: string, jwtSecret: string, keep: boolean): Promise<Started> {
-  const databaseUrl = await createDatabase(`contacts_bench_${stamp}`, keep);
-  const redisPrefix = `contacts-bench-${stamp}:`;
-  undo.push({ what: `delete Redis keys ${redisPrefix}*`, run: () => deleteRedisKeys(redisPrefix) });
-  const service = await startNode('service', SERVER_ENTRY, [], {
+interface Deployment {
+  databaseUrl: string;
+  redisPrefix: string;
+  dataDir: string;
+  jwtSecret: string;
+}
+
+/** The compiled service as production runs it, on the deployment's database, Redis prefix and data folder. */
+async function startService(name: string, deployment: Deployment, extraEnv: Record<string, string> = {}): Promise<Started> {
+  const { databaseUrl, redisPrefix, dataDir, jwtSecret } = deployment;
+  const service = await startNode(name, SERVER_ENTRY, [], {
     NODE_ENV: 'production',
     JWT_SECRET: jwtSecret,
     DATABASE_URL: databaseUrl,
@@ -365,8 +394,9 @@ async function startService(stamp: string, dataDir: string, jwtSecret: string, k
     RATE_LIMIT_ANON_PER_MIN: '1000000',
     // One token serves the whole run, which can outlast the default 15 minutes.
     ACCESS_TOKEN_TTL: '86400',
+    ...extraEnv,
   }, { path: '/readyz', status: 200 });
-  log(`service at ${service.base} (${SERVER_ENTRY}, NODE_ENV=production)`);
+  log(`${name} at ${service.base} (${SERVER_ENTRY}, NODE_ENV=production${Object.entries(extraEnv).map(([key, value]) => `, ${key}=${value}`).join('')})`);
   return service;
 }
 
@@ -417,13 +447,29 @@ async function prepareOperations(service: string, token: string, ids: number[], 
   return canned.set(create, cannedCreate);
 }
 
-function report(results: Measured[], options: Options, serviceLogLines: number): void {
+const metricsRatio = (pair: MetricsPair) => median(pair.rounds.on.map((r) => r.reqPerSec)) / median(pair.rounds.off.map((r) => r.reqPerSec));
+
+/** The metrics row pair: the same cached read with metrics on and off (METRICS_ENABLED=false). */
+function metricsTable(pair: MetricsPair): string {
+  const failed = [...pair.rounds.on, ...pair.rounds.off].reduce((total, r) => total + r.non2xx + r.errors + r.mismatches, 0);
+  return [
+    '| Operation | Metrics on req/s | On p50 / p99 ms | Metrics off req/s | Off p50 / p99 ms | Ratio (on ÷ off) | Target | non-2xx or other body |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+    `| \`${pair.op.name}\` (${pair.op.note}) | ${[...sideCells(pair.rounds.on), ...sideCells(pair.rounds.off)].join(' | ')} | ${metricsRatio(pair).toFixed(2)} | ≥ ${METRICS_TARGET.toFixed(2)} | ${format(failed)} |`,
+  ].join('\n');
+}
+
+function report(results: Measured[], metrics: MetricsPair, options: Options, serviceLogLines: number): void {
   console.log(table(results));
+  console.log();
+  console.log(metricsTable(metrics));
   console.log();
   for (const note of notes(results)) console.log(`- ${note}`);
   if (serviceLogLines > 0) console.log(`- the service logged ${serviceLogLines} warnings or errors (LOG_LEVEL=warn; on stderr above)`);
   console.log(settingsLine(options));
   console.log(targetLine(results));
+  const ratio = metricsRatio(metrics);
+  console.log(`Metrics: ${ratio >= METRICS_TARGET ? 'PASS' : 'FAIL'} (reported, not enforced): on ÷ off ${ratio.toFixed(2)} ${ratio >= METRICS_TARGET ? '≥' : '<'} ${METRICS_TARGET.toFixed(2)}`);
 }
 
 async function main(): Promise<number> {
@@ -434,7 +480,10 @@ async function main(): Promise<number> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'contacts-bench-'));
   undo.push({ what: `remove ${dataDir}`, run: () => rm(dataDir, { recursive: true, force: true }) });
   const jwtSecret = randomBytes(48).toString('base64url');
-  const service = await startService(stamp, dataDir, jwtSecret, options.keep);
+  const redisPrefix = `contacts-bench-${stamp}:`;
+  undo.push({ what: `delete Redis keys ${redisPrefix}*`, run: () => deleteRedisKeys(redisPrefix) });
+  const deployment = { databaseUrl: await createDatabase(`contacts_bench_${stamp}`, options.keep), redisPrefix, dataDir, jwtSecret };
+  const service = await startService('service', deployment);
   const { token, ids } = await seed(service.base, path.join(dataDir, 'outbox'));
   const canned = await prepareOperations(service.base, token, ids, stamp);
 
@@ -445,8 +494,14 @@ async function main(): Promise<number> {
   const bases = { service: service.base, ceiling: ceiling.base };
   const results: Measured[] = [];
   for (const [op, answer] of canned) results.push(await measure(op, bases, answer, token, options));
-  report(results, options, service.logLines());
-  return results.some((m) => failedRequests(m) > 0) ? 1 : 0;
+
+  // The creates above made the user's cached reads miss; the pair's warm-up fills the cache again.
+  const getById = [...canned.keys()].find((op) => op.label === 'get by id')!;
+  const metricsOff = await startService('service with metrics off', deployment, { METRICS_ENABLED: 'false' });
+  const metrics = await measureMetrics(getById, { on: service.base, off: metricsOff.base }, canned.get(getById)!, token, options);
+  report(results, metrics, options, service.logLines() + metricsOff.logLines());
+  const metricsFailed = [...metrics.rounds.on, ...metrics.rounds.off].some((r) => r.non2xx + r.errors > 0);
+  return results.some((m) => failedRequests(m) > 0) || metricsFailed ? 1 : 0;
 }
 
 let exitCode = 2;
