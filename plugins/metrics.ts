@@ -127,7 +127,8 @@ function requestDuration(registry: Registry): (request: FastifyRequest, status: 
 /**
  * `app.metrics`: one prom-client registry per app. Each plugin registers what it owns (the cache
  * its lookups, the database its pool, …); this plugin records the request histogram and keeps the
- * dependency gauge. With METRICS_ENABLED=false nothing is recorded per request and /metrics is 404.
+ * dependency gauge. With METRICS_ENABLED=false neither the request histogram nor Node's process
+ * metrics are recorded, and /metrics is 404 (the plugins' counters still count, unseen).
  */
 export default fp(
   async (app) => {

@@ -113,7 +113,11 @@ function passwordMetrics(registry: Registry, pool: Piscina, limit: number): Hist
       this.set(pool.queueSize);
     },
   });
-  new Gauge({ name: 'contacts_password_queue_limit', help: 'PASSWORD_QUEUE_LIMIT: waiting jobs beyond it are refused with 503.', registers: [registry] }).set(limit);
+  new Gauge({
+    name: 'contacts_password_queue_limit',
+    help: 'PASSWORD_QUEUE_LIMIT: waiting jobs beyond it are refused with 503.',
+    registers: [registry],
+  }).set(limit);
   return new Histogram({
     name: 'contacts_password_hash_duration_seconds',
     help: 'Time of each password hash or check, from being queued to its result.',

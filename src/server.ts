@@ -1,6 +1,7 @@
 /** Process entry: build the app, listen, and close gracefully on a signal or a fatal error, within a deadline. */
 import closeWithGrace from 'close-with-grace';
 import { ConfigError, loadConfig } from '../plugins/config.js';
+import { buildApp } from './app.js';
 
 /** Start-up failures are one line with a hint, and the process exits 1 with nothing left running. */
 function startupFailed(message: string): never {
@@ -21,9 +22,8 @@ try {
   process.exit(1);
 }
 
-// Tracing is loaded only when it is on, and before the app, so tracing off costs nothing.
+// OpenTelemetry is imported only when tracing is on: off, it costs nothing.
 const tracing = config.tracing ? (await import('../plugins/tracing.js')).startTracing(config.tracing, config.databaseUrl) : undefined;
-const { buildApp } = await import('./app.js');
 const app = await buildApp({ config, tracing }).catch((error: Error) => startupFailed(error.message));
 if (tracing) app.addHook('onClose', () => tracing.shutdown());
 if (config.nodeEnv === 'production' && !config.redisUrl) {

@@ -39,7 +39,9 @@ t.test('GET /readyz answers 503 "Database unavailable" once the database is gone
   t.equal((await app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
 });
 
-t.test('GET /readyz stays 200 and says "cache": "unavailable" when Redis does not answer', { skip: backend === 'embedded' && 'the embedded backend has no Redis' }, async (t) => {
+const noRedis = backend === 'embedded' && 'the embedded backend has no Redis';
+
+t.test('GET /readyz stays 200 and says "cache": "unavailable" when Redis does not answer', { skip: noRedis }, async (t) => {
   // Port 1 refuses connections: the app starts without Redis and keeps retrying it.
   const app = await build(t, { env: { REDIS_URL: 'redis://127.0.0.1:1' } });
   const res = await app.inject({ method: 'GET', url: '/readyz' });
@@ -64,7 +66,12 @@ t.test('every answer carries X-Request-Id: the client\'s when it is well formed,
     'unknown route': await app.inject({ method: 'GET', url: '/nowhere' }),
     '401': await app.inject({ method: 'GET', url: '/api/contacts/' }),
     'malformed URL (before routing)': await app.inject({ method: 'GET', url: '/api/%zz' }),
-    'malformed JSON': await app.inject({ method: 'POST', url: '/api/auth/register', headers: { 'content-type': 'application/json' }, payload: '{' }),
+    'malformed JSON': await app.inject({
+      method: 'POST',
+      url: '/api/auth/register',
+      headers: { 'content-type': 'application/json' },
+      payload: '{',
+    }),
     docs: await app.inject({ method: 'GET', url: '/docs' }),
   };
   for (const [name, res] of Object.entries(answers)) t.match(res.headers['x-request-id'], generated, `${name} (${res.statusCode})`);

@@ -53,7 +53,8 @@ export function notFoundHandler(_request: FastifyRequest, reply: FastifyReply) {
 /** Errors Fastify raises before routing (a malformed URL, say), which skip the error handler and the onRequest hooks. */
 export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
-  void reply.code(status).header('x-request-id', request.id).send({ detail: error.code === 'FST_ERR_BAD_URL' ? 'Malformed URL' : error.message });
+  const detail = error.code === 'FST_ERR_BAD_URL' ? 'Malformed URL' : error.message;
+  void reply.code(status).header('x-request-id', request.id).send({ detail });
 }
 
 /**

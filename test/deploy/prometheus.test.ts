@@ -31,13 +31,19 @@ interface Dashboard {
 /** The dashboard's and the alerts' PromQL, with Grafana's variables given the values a first load has. */
 async function shippedQueries(): Promise<{ dashboard: Dashboard; queries: { where: string; expr: string }[] }> {
   const dashboard = JSON.parse(await readFile(path.join(DEPLOY, 'grafana/dashboards/contacts.json'), 'utf8')) as Dashboard;
-  const alerts = parse(await readFile(path.join(DEPLOY, 'prometheus/alerts.yml'), 'utf8')) as { groups: { rules: { alert: string; expr: string }[] }[] };
+  type Alerts = { groups: { rules: { alert: string; expr: string }[] }[] };
+  const alerts = parse(await readFile(path.join(DEPLOY, 'prometheus/alerts.yml'), 'utf8')) as Alerts;
   const grafana = (expr: string) => expr.replaceAll('$__rate_interval', '1m').replaceAll('$instance', '.*');
   return {
     dashboard,
     queries: [
-      ...dashboard.panels.flatMap((panel) => (panel.targets ?? []).map((target) => ({ where: `panel "${panel.title}"`, expr: grafana(target.expr) }))),
-      ...dashboard.templating.list.map((variable) => ({ where: 'variable', expr: /label_values\((.*), \w+\)/.exec(variable.definition)![1]! })),
+      ...dashboard.panels.flatMap((panel) =>
+        (panel.targets ?? []).map((target) => ({ where: `panel "${panel.title}"`, expr: grafana(target.expr) })),
+      ),
+      ...dashboard.templating.list.map((variable) => ({
+        where: 'variable',
+        expr: /label_values\((.*), \w+\)/.exec(variable.definition)![1]!,
+      })),
       ...alerts.groups.flatMap((group) => group.rules.map((rule) => ({ where: `alert ${rule.alert}`, expr: rule.expr }))),
     ],
   };
@@ -53,8 +59,10 @@ t.test('promtool checks the scrape config and runs the alerts\' unit tests', { s
   t.equal(config.status, 0, `promtool check config: ${config.stdout}${config.stderr}`);
   const rules = spawnSync('promtool', ['test', 'rules', path.join(DEPLOY, 'prometheus/alerts.test.yml')], { encoding: 'utf8' });
   t.equal(rules.status, 0, `promtool test rules: ${rules.stdout}${rules.stderr}`);
-  const tested = parse(await readFile(path.join(DEPLOY, 'prometheus/alerts.test.yml'), 'utf8')) as { tests: { alert_rule_test: { alertname: string; exp_alerts: unknown[] }[] }[] };
-  const fired = new Set(tested.tests.flatMap((test) => test.alert_rule_test.filter((check) => check.exp_alerts.length > 0).map((check) => check.alertname)));
+  type RuleTests = { tests: { alert_rule_test: { alertname: string; exp_alerts: unknown[] }[] }[] };
+  const tested = parse(await readFile(path.join(DEPLOY, 'prometheus/alerts.test.yml'), 'utf8')) as RuleTests;
+  const checks = tested.tests.flatMap((test) => test.alert_rule_test);
+  const fired = new Set(checks.filter((check) => check.exp_alerts.length > 0).map((check) => check.alertname));
   const { queries } = await shippedQueries();
   const alerts = queries.filter((query) => query.where.startsWith('alert ')).map((query) => query.where.slice('alert '.length));
   t.same([...fired].sort(), [...alerts].sort(), 'each alert has a unit test in which it fires');
@@ -96,7 +104,8 @@ t.test('a real Prometheus scrapes a running service with the shipped job', { ski
   const api = `http://127.0.0.1:${port}`;
   const query = async (expr: string) => {
     const res = await fetch(`${api}/api/v1/query?${new URLSearchParams({ query: expr })}`);
-    return (await res.json()) as { status: string; error?: string; data: { result: { metric: Record<string, string>; value: [number, string] }[] } };
+    type Answer = { status: string; error?: string; data: { result: { metric: Record<string, string>; value: [number, string] }[] } };
+    return (await res.json()) as Answer;
   };
   const until = async <T>(what: string, probe: () => Promise<T | undefined>): Promise<T> => {
     for (let waited = 0; waited < 30_000; waited += 200) {
@@ -119,7 +128,8 @@ t.test('a real Prometheus scrapes a running service with the shipped job', { ski
   t.equal(counted, String(probes), 'the counter read back through the query API is the traffic sent');
   t.same((await query('up{job="contacts"}')).data.result.map((series) => series.value[1]), ['1'], 'the target is up: the bearer token was accepted');
 
-  const rules = (await (await fetch(`${api}/api/v1/rules`)).json()) as { data: { groups: { rules: { name: string; health: string; type: string }[] }[] } };
+  type Rules = { data: { groups: { rules: { name: string; health: string; type: string }[] }[] } };
+  const rules = (await (await fetch(`${api}/api/v1/rules`)).json()) as Rules;
   const loaded = rules.data.groups.flatMap((group) => group.rules);
   t.same(loaded.map((rule) => [rule.name, rule.type, rule.health]).sort(), [
     ['ContactsDependencyDown', 'alerting', 'ok'],
@@ -136,7 +146,8 @@ t.test('a real Prometheus scrapes a running service with the shipped job', { ski
     const unknown = [...expr.matchAll(/([a-zA-Z_:][a-zA-Z0-9_:]*)\{/g)].map((match) => match[1]!).filter((name) => !exposed.has(name));
     t.same(unknown, [], `${where}: every metric it reads is exposed`);
   }
-  const datasources = parse(await readFile(path.join(DEPLOY, 'grafana/provisioning/datasources/prometheus.yml'), 'utf8')) as { datasources: { uid: string }[] };
+  const provisioned = await readFile(path.join(DEPLOY, 'grafana/provisioning/datasources/prometheus.yml'), 'utf8');
+  const datasources = parse(provisioned) as { datasources: { uid: string }[] };
   const uids = new Set(dashboard.panels.flatMap((panel) => [panel.datasource?.uid, ...(panel.targets ?? []).map((target) => target.datasource?.uid)]));
   t.same([...uids].filter((uid) => uid !== undefined), [datasources.datasources[0]!.uid], 'the dashboard reads the provisioned data source');
 });

@@ -60,7 +60,10 @@ t.test('Redis killed and started again mid-load', { skip: processTestsUnavailabl
   // /readyz stays 200 (the replica serves without Redis) and says the cache is unavailable, then ok again once it is back.
   const ready = load.outcomes.filter((o) => o.op === 'ready');
   const readyWhileDown = ready.filter((o) => o.start >= outage.from + 500 && o.end <= starting);
-  t.ok(readyWhileDown.length > 0 && readyWhileDown.every((o) => o.status === 200 && o.cache === 'unavailable'), `/readyz 200 with "cache": "unavailable" while Redis is away (${readyWhileDown.length} probes)`);
+  t.ok(
+    readyWhileDown.length > 0 && readyWhileDown.every((o) => o.status === 200 && o.cache === 'unavailable'),
+    `/readyz 200 with "cache": "unavailable" while Redis is away (${readyWhileDown.length} probes)`,
+  );
   t.same(ready.filter((o) => o.status !== 200).map((o) => o.status), [], '/readyz is never 503 for want of Redis');
   const firstReady = ready.filter((o) => o.start >= outage.to && o.cache === 'ok').sort((a, b) => a.end - b.end)[0];
   const readyAfterMs = firstReady ? firstReady.end - outage.to : null;
