@@ -167,9 +167,11 @@ t.test('a cache-missing read by id is one server span continuing the caller, wit
   const token = await signUp(service.url, mailbox, 'tracer');
   const auth = { authorization: `Bearer ${token}` };
   const email = 'traced.person@example.com';
+  // A request with a body: its statements run after the body is parsed, from the stream's events.
+  const createTraceId = randomBytes(16).toString('hex');
   const created = await fetch(`${service.url}/api/contacts/`, {
     method: 'POST',
-    headers: { ...auth, 'content-type': 'application/json' },
+    headers: { ...auth, 'content-type': 'application/json', traceparent: `00-${createTraceId}-${randomBytes(8).toString('hex')}-01` },
     body: JSON.stringify({ first_name: 'Traced', last_name: 'Person', email, phone: '+14155550123', birthday: '1990-04-01' }),
   });
   t.equal(created.status, 201);
@@ -222,6 +224,11 @@ t.test('a cache-missing read by id is one server span continuing the caller, wit
   } else {
     t.same(redis, [], 'the embedded backend has no Redis');
   }
+
+  const createSpan = spans.find((span) => span.traceId === createTraceId && span.kind === SPAN_KIND_SERVER);
+  const insert = spans.find((span) => span.traceId === createTraceId && span.name === 'INSERT');
+  t.equal(createSpan?.name, 'POST /api/contacts/', 'the create is a server span of its own trace');
+  t.equal(insert?.parentSpanId, createSpan?.spanId, "the create's INSERT, run after its body was parsed, is a child of its span");
 
   const lines = service.logs.filter((line) => line.reqId === requestId);
   const traced = lines.filter((line) => line.trace_id !== undefined);
