@@ -211,12 +211,32 @@ function parseStored(stored: string): { answer: CachedAnswer; expiresAt: number 
   }
 }
 
-/** `app.cache`: Redis under `${redisKeyPrefix}cache:` when a Redis client exists, else in this process only. */
+/** One per read that consults the cache: a hit when it holds the answer, else a miss (X-Cache says the same). */
+const LOOKUPS = {
+  name: 'contacts_cache_lookups_total',
+  help: 'Cached reads (a contact, a list page, upcoming birthdays) by whether the cache held the answer.',
+  labelNames: ['result'],
+  series: [{ result: 'hit' }, { result: 'miss' }],
+} as const;
+
+/**
+ * `app.cache`: Redis under `${redisKeyPrefix}cache:` when a Redis client exists, else in this
+ * process only. Each read counts in `contacts_cache_lookups_total`.
+ */
 export default fp(
   async (app) => {
     const cache = app.redisClient ? redisCache(app.redisClient, `${app.config.redisKeyPrefix}cache:`, app.log) : memoryCache();
-    app.decorate('cache', cache);
+    const lookups = app.metrics.counter(LOOKUPS);
+    const [hits, misses] = [lookups.labels('hit'), lookups.labels('miss')];
+    app.decorate('cache', {
+      ...cache,
+      async read(userId, key) {
+        const found = await cache.read(userId, key);
+        (found.answer ? hits : misses).inc();
+        return found;
+      },
+    } satisfies AnswerCache);
     app.addHook('onClose', async () => cache.stop());
   },
-  { name: 'cache', dependencies: ['config', 'redis'], fastify: '5.x' },
+  { name: 'cache', dependencies: ['config', 'redis', 'metrics'], fastify: '5.x' },
 );

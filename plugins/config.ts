@@ -46,6 +46,29 @@ export interface AppConfig {
   argon2Parallelism: number;
   /** Password jobs that may wait for a worker thread; past it register, login and reset answer 503. */
   passwordQueueLimit: number;
+  /** Whether the service records metrics and serves /metrics (METRICS_ENABLED). */
+  metricsEnabled: boolean;
+  /** Bearer token /metrics requires; null leaves it open outside production and 404 in production. */
+  metricsToken: string | null;
+  /** OpenTelemetry tracing; null (OTEL_EXPORTER_OTLP_ENDPOINT unset) loads none of it. */
+  tracing: TracingConfig | null;
+}
+
+export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+export const TRACES_SAMPLERS = [
+  'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio', 'always_on', 'always_off', 'traceidratio',
+] as const;
+
+/** The standard OTEL_* variables the service reads itself; the exporter reads OTEL_EXPORTER_OTLP_HEADERS and the like. */
+export interface TracingConfig {
+  /** OTEL_EXPORTER_OTLP_ENDPOINT: the collector's base URL (spans go to `/v1/traces` under it). */
+  endpoint: string;
+  protocol: (typeof OTLP_PROTOCOLS)[number];
+  sampler: (typeof TRACES_SAMPLERS)[number];
+  /** OTEL_TRACES_SAMPLER_ARG: the ratio of the `traceidratio` samplers. */
+  samplerRatio: number;
+  /** OTEL_BSP_SCHEDULE_DELAY: milliseconds between two exports of finished spans. */
+  exportDelayMs: number;
 }
 
 export const PASSWORD_HASH_ALGORITHMS = ['bcrypt', 'argon2id'] as const;
@@ -98,6 +121,25 @@ class EnvReader {
     return raw;
   }
 
+  boolean(name: string, fallback: boolean): boolean {
+    const raw = this.env[name];
+    if (raw === undefined || raw === '') return fallback;
+    if (raw === 'true' || raw === 'false') return raw === 'true';
+    this.problems.push(`${name} must be true or false, got '${raw}'`);
+    return fallback;
+  }
+
+  ratio(name: string, fallback: number): number {
+    const raw = this.env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const value = Number(raw);
+    if (!/^\s*\d*\.?\d+\s*$/.test(raw) || value > 1) {
+      this.problems.push(`${name} must be a number from 0 to 1, got '${raw}'`);
+      return fallback;
+    }
+    return value;
+  }
+
   oneOf<T extends string>(name: string, fallback: T, allowed: readonly T[]): T {
     const value = this.text(name, fallback);
     if ((allowed as readonly string[]).includes(value)) return value as T;
@@ -134,6 +176,19 @@ function trustProxy(read: EnvReader, raw: string | undefined): AppConfig['trustP
   if (bad === undefined) return raw;
   read.problems.push(`TRUST_PROXY must be true, false, a hop count, or addresses, CIDRs or loopback/linklocal/uniquelocal, got '${bad}'`);
   return false;
+}
+
+/** Tracing settings when OTEL_EXPORTER_OTLP_ENDPOINT is set, else null. */
+function tracing(read: EnvReader): TracingConfig | null {
+  const endpoint = read.url('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
+  if (!endpoint) return null;
+  return {
+    endpoint,
+    protocol: read.oneOf('OTEL_EXPORTER_OTLP_PROTOCOL', 'http/protobuf', OTLP_PROTOCOLS),
+    sampler: read.oneOf('OTEL_TRACES_SAMPLER', 'parentbased_always_on', TRACES_SAMPLERS),
+    samplerRatio: read.ratio('OTEL_TRACES_SAMPLER_ARG', 1),
+    exportDelayMs: read.integer('OTEL_BSP_SCHEDULE_DELAY', 5_000, 0, 3_600_000),
+  };
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -200,6 +255,11 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
   const mailFrom = read.text('MAIL_FROM', 'Contacts <no-reply@contacts.local>');
   if (!/^[^<>]*<?[^\s@<>]+@[^\s@<>]+>?$/.test(mailFrom)) read.problems.push(`MAIL_FROM must be an e-mail address, got '${mailFrom}'`);
 
+  const metricsToken = read.text('METRICS_TOKEN', '') || null;
+  if (metricsToken !== null && !/^[\x21-\x7e]{16,256}$/.test(metricsToken)) {
+    read.problems.push('METRICS_TOKEN must be 16 to 256 printable characters without spaces');
+  }
+
   const config: AppConfig = {
     nodeEnv,
     host,
@@ -231,6 +291,9 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     argon2TimeCost: read.integer('ARGON2_TIME_COST', 2, 1, 20),
     argon2Parallelism: read.integer('ARGON2_PARALLELISM', 1, 1, 16),
     passwordQueueLimit: read.integer('PASSWORD_QUEUE_LIMIT', 64, 1, 100_000),
+    metricsEnabled: read.boolean('METRICS_ENABLED', true),
+    metricsToken,
+    tracing: tracing(read),
   };
   if (read.problems.length > 0) throw new ConfigError(read.problems);
   return config;

@@ -3,8 +3,9 @@ import { chmod, mkdir, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { Kysely, type Migration, PostgresDialect, type PostgresPool } from 'kysely';
+import { Kysely, type Migration, PostgresDialect, type PostgresPool, sql } from 'kysely';
 import pg from 'pg';
+import { Gauge, type Registry } from 'prom-client';
 import { migrateToLatest } from './migrate.js';
 import { type OutageLog, outageLog } from './outage-log.js';
 import { PGlitePool } from './pglite-pool.js';
@@ -30,7 +31,7 @@ async function makePrivate(dir: string): Promise<void> {
  * PGlite persisted in `dir`, behind pg's Pool interface. PGlite is a development dependency (the
  * embedded default of `make run` and the tests), so a production install without it needs DATABASE_URL.
  */
-async function embeddedPool(dir: string): Promise<PostgresPool> {
+async function embeddedPool(dir: string): Promise<PGlitePool> {
   let modules;
   try {
     modules = await Promise.all([
@@ -59,42 +60,54 @@ export interface OpenOptions {
   onQuery?: (sql: string) => void;
 }
 
-/** A Kysely instance over PostgreSQL when `databaseUrl` is set, else over PGlite persisted in `embeddedDir`. */
-export async function openDatabase<DB>(
+/** What a pool tells of its connections, as pg.Pool names it; the embedded pool counts its one session alike. */
+export interface PoolCounts {
+  totalCount: number;
+  idleCount: number;
+  waitingCount: number;
+}
+
+/** A connection pool to PostgreSQL when `databaseUrl` is set, else to PGlite persisted in `embeddedDir`. */
+export async function openPool(
   databaseUrl: string | null,
   embeddedDir: string,
-  { onIdleError = () => {}, onConnect = () => {}, onQuery }: OpenOptions = {},
-): Promise<Kysely<DB>> {
-  let pool: PostgresPool;
-  if (databaseUrl) {
-    const pgPool = new pg.Pool({
-      connectionString: databaseUrl,
-      max: 10,
-      // Every query here reads one owner's rows, in milliseconds. JIT compiling one whose plan costs
-      // past jit_above_cost (a count of 100,000 index entries) took 13 ms and saved nothing.
-      options: '-c jit=off',
-      types: {
-        getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
-          if (oid === DATE_OID) return keepDate;
-          if (oid === INT8_OID) return int8;
-          return pg.types.getTypeParser(oid, format) as (value: string) => unknown;
-        }) as typeof pg.types.getTypeParser,
-      },
-    });
-    pgPool.on('error', onIdleError);
-    // The pool listens for 'error' only on idle clients and removes its listener while it lends a
-    // client out. Kysely gives a client back only once its query's promise has settled, so when one
-    // socket read holds both a query's last reply and the server's FATAL 57P01 (pg_ctl restart -m
-    // fast), the error is emitted on a lent-out client with no listener, and the process exits.
-    // With this listener the client is only marked unusable: its next query fails, and the pool
-    // drops it when it is released.
-    pgPool.on('connect', (client) => client.on('error', () => {}));
-    pgPool.on('connect', onConnect);
-    pool = pgPool;
-  } else {
-    pool = await embeddedPool(embeddedDir);
-  }
+  { onIdleError = () => {}, onConnect = () => {} }: Omit<OpenOptions, 'onQuery'> = {},
+): Promise<PostgresPool & PoolCounts> {
+  if (!databaseUrl) return embeddedPool(embeddedDir);
+  const pgPool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: 10,
+    // Every query here reads one owner's rows, in milliseconds. JIT compiling one whose plan costs
+    // past jit_above_cost (a count of 100,000 index entries) took 13 ms and saved nothing.
+    options: '-c jit=off',
+    types: {
+      getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
+        if (oid === DATE_OID) return keepDate;
+        if (oid === INT8_OID) return int8;
+        return pg.types.getTypeParser(oid, format) as (value: string) => unknown;
+      }) as typeof pg.types.getTypeParser,
+    },
+  });
+  pgPool.on('error', onIdleError);
+  // The pool listens for 'error' only on idle clients and removes its listener while it lends a
+  // client out. Kysely gives a client back only once its query's promise has settled, so when one
+  // socket read holds both a query's last reply and the server's FATAL 57P01 (pg_ctl restart -m
+  // fast), the error is emitted on a lent-out client with no listener, and the process exits.
+  // With this listener the client is only marked unusable: its next query fails, and the pool
+  // drops it when it is released.
+  pgPool.on('connect', (client) => client.on('error', () => {}));
+  pgPool.on('connect', onConnect);
+  return pgPool;
+}
+
+/** Kysely over `pool`; `onQuery` hears of every statement sent. */
+export function databaseOver<DB>(pool: PostgresPool, onQuery?: (sql: string) => void): Kysely<DB> {
   return new Kysely<DB>({ dialect: new PostgresDialect({ pool }), ...(onQuery ? { log: (event) => onQuery(event.query.sql) } : {}) });
+}
+
+/** A Kysely instance over PostgreSQL when `databaseUrl` is set, else over PGlite persisted in `embeddedDir`. */
+export async function openDatabase<DB>(databaseUrl: string | null, embeddedDir: string, options: OpenOptions = {}): Promise<Kysely<DB>> {
+  return databaseOver<DB>(await openPool(databaseUrl, embeddedDir, options), options.onQuery);
 }
 
 /** Socket errors of a connection to the database server that is refused, cut or unanswered. */
@@ -139,6 +152,30 @@ export interface DbOptions {
   migrations: Record<string, Migration>;
   /** Hears of every statement sent (tests count them). */
   onQuery?: (sql: string) => void;
+  /** Wraps the pool the app queries through (tracing puts a span around each statement). */
+  wrapPool?: (pool: PostgresPool) => PostgresPool;
+}
+
+/** `contacts_db_pool_connections{state}` and `contacts_db_pool_waiting`, read from the pool at each scrape. */
+function poolGauges(registry: Registry, pool: PoolCounts): void {
+  new Gauge({
+    name: 'contacts_db_pool_connections',
+    help: 'Database connections of the pool, idle or lent to a request.',
+    labelNames: ['state'],
+    registers: [registry],
+    collect() {
+      this.set({ state: 'idle' }, pool.idleCount);
+      this.set({ state: 'used' }, pool.totalCount - pool.idleCount);
+    },
+  });
+  new Gauge({
+    name: 'contacts_db_pool_waiting',
+    help: 'Requests waiting for a database connection.',
+    registers: [registry],
+    collect() {
+      this.set(pool.waitingCount);
+    },
+  });
 }
 
 /**
@@ -146,17 +183,17 @@ export interface DbOptions {
  * serves. The features declare its table types (`FastifyInstance['db']`), so this plugin knows none.
  */
 export default fp<DbOptions>(
-  async (app, { migrations, onQuery }) => {
+  async (app, { migrations, onQuery, wrapPool = (pool) => pool }) => {
     const { databaseUrl, dataDir } = app.config;
     const embeddedDir = path.join(dataDir, 'pgdata');
     if (!databaseUrl && !existsSync(embeddedDir)) app.log.info({ embeddedDir }, 'creating the embedded database (first start: a few seconds)');
     // Every connection is lost in an outage, so the first new one is the sign that it is over.
     const outage = outageLog(app.log, { down: 'database not reachable; answering 503 until it is back', up: 'database reachable again' }, 1_000);
-    const db = await openDatabase<FastifyInstance['db'] extends Kysely<infer DB> ? DB : never>(databaseUrl, embeddedDir, {
+    const pool = await openPool(databaseUrl, embeddedDir, {
       onIdleError: (error) => app.log.warn({ err: error }, 'an idle database connection was closed by the server'),
       onConnect: () => outage.answered(),
-      onQuery,
     });
+    const db = databaseOver<FastifyInstance['db'] extends Kysely<infer DB> ? DB : never>(wrapPool(pool), onQuery);
     try {
       const applied = await migrateToLatest(db, migrations);
       if (applied.length > 0) app.log.info({ migrations: applied }, 'database migrated');
@@ -169,7 +206,9 @@ export default fp<DbOptions>(
     }
     app.decorate('db', db);
     app.decorate('databaseOutage', outage);
+    poolGauges(app.metrics.registry, pool);
+    app.metrics.dependency('database', async () => (await sql`select 1`.execute(db), true));
     app.addHook('onClose', async () => db.destroy());
   },
-  { name: 'db', dependencies: ['config'], fastify: '5.x' },
+  { name: 'db', dependencies: ['config', 'metrics'], fastify: '5.x' },
 );

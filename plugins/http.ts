@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import cors from '@fastify/cors';
 import formbody from '@fastify/formbody';
 import multipart from '@fastify/multipart';
@@ -42,7 +43,25 @@ export const httpServerOptions = {
   // the connection after the answer): Fastify's own 503 would carry a body that is not {detail},
   // and the close waits for the connection anyway.
   return503OnClosing: false,
+  requestIdHeader: false,
+  genReqId: requestIdOf,
 } satisfies FastifyServerOptions;
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route's path template as openapi.yaml writes it (`/api/contacts/{contact_id}`), for metrics and traces. */
+    httpRoute?: string;
+  }
+}
+
+/** A client's `X-Request-Id` is kept when it is 1–128 of these characters (openapi.yaml, "Conventions"). */
+const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The id of a request: the client's `X-Request-Id` when it is well formed, else a new UUID. */
+export function requestIdOf(request: IncomingMessage): string {
+  const sent = request.headers['x-request-id'];
+  return typeof sent === 'string' && CLIENT_REQUEST_ID.test(sent) ? sent : randomUUID();
+}
 
 export interface HttpOptions {
   /** Response headers a browser client may read across origins (CORS_ORIGINS turns CORS on). */
@@ -51,8 +70,8 @@ export interface HttpOptions {
 
 /**
  * The HTTP conventions of the contract: strict schema validation (422), body parsers (400 for a
- * body that does not parse), baseline security headers, CORS, and one error handler that turns
- * every error into `{detail}`.
+ * body that does not parse), baseline security headers and `X-Request-Id` on every answer, CORS,
+ * each route's path template in its config, and one error handler that turns every error into `{detail}`.
  */
 export default fp<HttpOptions>(
   async (app, { exposedHeaders }) => {
@@ -65,9 +84,14 @@ export default fp<HttpOptions>(
     // Operations read multipart fields themselves (http/multipart.ts), so parse errors stay 400s.
     await app.register(multipart, { limits: { files: 0, fields: 10, fieldSize: MULTIPART_FIELD_BYTES } });
 
+    app.addHook('onRoute', (route) => {
+      route.config = { ...route.config, httpRoute: route.url.replace(/:([A-Za-z0-9_]+)/g, '{$1}') };
+    });
+
     const headers = securityHeaders();
-    app.addHook('onRequest', (_request, reply, done) => {
+    app.addHook('onRequest', (request, reply, done) => {
       reply.headers(headers);
+      reply.header('x-request-id', request.id);
       done();
     });
 

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fp from 'fastify-plugin';
 import { Piscina } from 'piscina';
+import { Gauge, Histogram, type Registry } from 'prom-client';
 import { HttpError } from './http/errors.js';
 import type { HashPolicy, PasswordTask, Scheme } from './password-worker.js';
 
@@ -100,6 +101,32 @@ function readStored(stored: string, policy: HashPolicy): { scheme: Scheme; diffe
 }
 
 /**
+ * `contacts_password_queue_depth` and `contacts_password_queue_limit`, read at each scrape, and
+ * `contacts_password_hash_duration_seconds`, which the caller observes per job (queue wait included).
+ */
+function passwordMetrics(registry: Registry, pool: Piscina, limit: number): Histogram {
+  new Gauge({
+    name: 'contacts_password_queue_depth',
+    help: 'Password hashes and checks waiting for a worker thread.',
+    registers: [registry],
+    collect() {
+      this.set(pool.queueSize);
+    },
+  });
+  new Gauge({
+    name: 'contacts_password_queue_limit',
+    help: 'PASSWORD_QUEUE_LIMIT: waiting jobs beyond it are refused with 503.',
+    registers: [registry],
+  }).set(limit);
+  return new Histogram({
+    name: 'contacts_password_hash_duration_seconds',
+    help: 'Time of each password hash or check, from being queued to its result.',
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+}
+
+/**
  * `app.passwords`: bcrypt and argon2id hashing on a piscina worker pool with one bounded queue for
  * all password work. New hashes use PASSWORD_HASH; stored hashes of either scheme verify. When
  * PASSWORD_QUEUE_LIMIT jobs already wait, a job is refused with PasswordQueueFull (503).
@@ -124,11 +151,15 @@ export default fp(
 
     // piscina takes work again after destroy(), starting new threads; a closed app must not.
     let closed = false;
+    const jobDuration = passwordMetrics(app.metrics.registry, pool, passwordQueueLimit);
 
     async function run<T extends string | boolean | null>(task: PasswordTask): Promise<T> {
       if (closed) throw new Error('the password pool is closed');
       try {
-        return (await pool.run(task)) as T;
+        const done = jobDuration.startTimer();
+        const result = (await pool.run(task)) as T;
+        done();
+        return result;
       } catch (error) {
         if (error instanceof Error && error.message === QUEUE_AT_LIMIT) {
           throw new PasswordQueueFull(retryAfterSeconds(pool.queueSize, pool.histogram.runTime.mean, pool.maxThreads));
@@ -175,5 +206,5 @@ export default fp(
       await pool.destroy();
     });
   },
-  { name: 'passwords', dependencies: ['config'], fastify: '5.x' },
+  { name: 'passwords', dependencies: ['config', 'metrics'], fastify: '5.x' },
 );

@@ -6,18 +6,31 @@ type Command = PostgresQueryResult<unknown>['command'];
 /**
  * A pg-Pool look-alike over one PGlite instance, so Kysely's own PostgresDialect drives the
  * embedded database too. PGlite has a single session: `connect` hands it out one caller at a time,
- * which keeps a transaction's statements together.
+ * which keeps a transaction's statements together. It counts its session as pg.Pool counts its
+ * connections, for the pool metrics.
  */
 export class PGlitePool implements PostgresPool {
   #queue: Promise<void> = Promise.resolve();
+  /** Callers holding the session or waiting for it. */
+  #callers = 0;
+  readonly totalCount = 1;
 
   constructor(private readonly pglite: PGlite) {}
+
+  get idleCount(): number {
+    return this.#callers === 0 ? 1 : 0;
+  }
+
+  get waitingCount(): number {
+    return Math.max(0, this.#callers - 1);
+  }
 
   async connect(): Promise<PostgresPoolClient> {
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
     const turn = this.#queue;
     this.#queue = turn.then(() => released);
+    this.#callers++;
     await turn;
     const pglite = this.pglite;
     return {
@@ -26,7 +39,10 @@ export class PGlitePool implements PostgresPool {
         const command = (sql.trimStart().split(/\s/, 1)[0] ?? '').toUpperCase() as Command;
         return { command, rowCount: result.affectedRows ?? result.rows.length, rows: result.rows };
       },
-      release,
+      release: () => {
+        this.#callers--;
+        release();
+      },
     } as PostgresPoolClient;
   }
 

@@ -5,9 +5,19 @@ import { TooManyRequests } from './http/errors.js';
 import { outageLog } from './outage-log.js';
 
 interface Bucket {
+  /** The limit's short name, as `contacts_rate_limited_total{limit}` shows it. */
+  name: string;
   key: string;
   max: number;
 }
+
+/** One per 429. */
+const RATE_LIMITED = {
+  name: 'contacts_rate_limited_total',
+  help: 'Requests refused with 429, by the limit they exceeded.',
+  labelNames: ['limit'],
+  series: [{ limit: 'anonymous' }, { limit: 'me' }],
+} as const;
 
 const WINDOW_MS = 60_000;
 
@@ -52,6 +62,7 @@ export default fp(
       ...(app.redisClient ? { redis: app.redisClient, nameSpace: `${redisKeyPrefix}rate-limit:` } : {}),
     });
     const count = app.createRateLimit();
+    const rateLimited = app.metrics.counter(RATE_LIMITED);
 
     /** The bucket this request counts against, or null when it is not limited. */
     function bucketOf(request: FastifyRequest): Bucket | null {
@@ -62,8 +73,8 @@ export default fp(
       // (deleted user, reset) stays with authentication, which answers 401.
       const claims = secured ? request.accessClaims() : null;
       // IPv6 clients are grouped by /64, the block one subscriber usually holds.
-      if (!claims) return { key: `anon:${normalizeIP(request.ip)}`, max: rateLimitAnonPerMin };
-      if (rateLimitScope === 'per-user') return { key: `user:${claims.sub}:${operationId}`, max: rateLimitMePerMin };
+      if (!claims) return { name: 'anonymous', key: `anon:${normalizeIP(request.ip)}`, max: rateLimitAnonPerMin };
+      if (rateLimitScope === 'per-user') return { name: 'me', key: `user:${claims.sub}:${operationId}`, max: rateLimitMePerMin };
       return null;
     }
 
@@ -88,8 +99,11 @@ export default fp(
       reply.header('X-RateLimit-Limit', state.max);
       reply.header('X-RateLimit-Remaining', state.remaining);
       reply.header('X-RateLimit-Reset', resetSeconds);
-      if (state.isExceeded) throw new TooManyRequests(resetSeconds);
+      if (state.isExceeded) {
+        rateLimited.inc({ limit: bucket.name });
+        throw new TooManyRequests(resetSeconds);
+      }
     });
   },
-  { name: 'rate-limit', dependencies: ['config', 'redis', 'auth'], fastify: '5.x' },
+  { name: 'rate-limit', dependencies: ['config', 'redis', 'auth', 'metrics'], fastify: '5.x' },
 );

@@ -15,7 +15,8 @@ const CONNECT_WAIT_MS = 2_000;
 /**
  * `app.redisClient`: one ioredis connection that fails fast while Redis is down (no offline queue,
  * short command timeout) and keeps reconnecting in the background. The app starts even when Redis
- * is unreachable; callers treat every command as fallible.
+ * is unreachable; callers treat every command as fallible. `contacts_dependency_up{dependency="redis"}`
+ * is whether the connection is ready.
  */
 export default fp(
   async (app) => {
@@ -50,11 +51,12 @@ export default fp(
     if (client.status !== 'ready') app.log.warn({ status: client.status }, 'redis not reachable at start-up; serving without it');
 
     app.decorate('redisClient', client);
+    app.metrics.dependency('redis', () => client.status === 'ready');
     app.addHook('onClose', async () => {
       // quit() waits for pending replies; when the server is gone there are none worth waiting for.
       if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
       else client.disconnect();
     });
   },
-  { name: 'redis', dependencies: ['config'], fastify: '5.x' },
+  { name: 'redis', dependencies: ['config', 'metrics'], fastify: '5.x' },
 );

@@ -4,12 +4,14 @@
  * Starts the compiled service the way production does, against a fresh PostgreSQL database and its
  * own Redis key prefix, seeds one user with 10,000 contacts through the API, then measures each
  * operation with autocannon beside a bare-Fastify ceiling (scripts/bench-ceiling.ts) in alternating
- * rounds. Prints a Markdown table to stdout (progress goes to stderr). Exits 1 when any measured
- * request was not answered 2xx; the ratio targets are reported, not enforced.
+ * rounds. Then the cached GET by id once more, on two fresh services over the same database and
+ * Redis, one with metrics on (the default) and one with METRICS_ENABLED=false, in alternating
+ * rounds: what recording metrics costs (`--metrics-only` runs just that pair). Prints Markdown tables to stdout (progress goes to stderr). Exits 1
+ * when any measured request was not answered 2xx; the ratio targets are reported, not enforced.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -36,9 +38,12 @@ const USAGE = `Usage: npm run bench -- [options]
   --duration S      seconds per round (default 10)
   --rounds N        rounds per side and operation (default 3)
   --connections C   autocannon connections (default 50)
-  --keep            keep the benchmark database (it is dropped otherwise)`;
+  --keep            keep the benchmark database (it is dropped otherwise)
+  --metrics-only    only the metrics row pair (GET by id with metrics on and off), not the table beside the ceiling`;
 
 const CEILING_ENTRY = 'dist/scripts/bench-ceiling.js';
+/** Cached reads with metrics on keep at least this share of their throughput with metrics off. */
+const METRICS_TARGET = 0.95;
 const CONTACTS = 10_000;
 const SEED_CONCURRENCY = 16;
 const WARM_REQUESTS = 5;
@@ -53,6 +58,7 @@ function parseOptions() {
       rounds: { type: 'string', default: '3' },
       connections: { type: 'string', default: '50' },
       keep: { type: 'boolean', default: false },
+      'metrics-only': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
@@ -62,6 +68,7 @@ function parseOptions() {
     rounds: positive(values.rounds),
     connections: positive(values.connections),
     keep: values.keep,
+    metricsOnly: values['metrics-only'],
   };
   if (values.help || [options.duration, options.rounds, options.connections].some(Number.isNaN)) {
     console.error(USAGE);
@@ -204,9 +211,9 @@ interface Round {
   mismatches: number;
 }
 
-/** service, ceiling, ceiling, service, service, ceiling, …: each side goes first equally often. */
-function roundOrder(rounds: number): Side[] {
-  return Array.from({ length: rounds }, (_, i): Side[] => (i % 2 === 0 ? ['service', 'ceiling'] : ['ceiling', 'service'])).flat();
+/** a, b, b, a, a, b, …: each side goes first equally often. */
+function roundOrder<S extends string>(rounds: number, [a, b]: [S, S]): S[] {
+  return Array.from({ length: rounds }, (_, i): S[] => (i % 2 === 0 ? [a, b] : [b, a])).flat();
 }
 
 async function runRound(base: string, op: Operation, canned: CannedResponse, token: string, options: Options): Promise<Round> {
@@ -252,7 +259,7 @@ interface Measured {
 
 async function measure(op: Operation, bases: Record<Side, string>, canned: CannedResponse, token: string, options: Options): Promise<Measured> {
   const measured: Measured = { op, rounds: { service: [], ceiling: [] }, samples: [] };
-  for (const side of roundOrder(options.rounds)) {
+  for (const side of roundOrder<Side>(options.rounds, ['service', 'ceiling'])) {
     const before = await warm(bases[side], op, token);
     const round = await runRound(bases[side], op, canned, token, options);
     if (side === 'service' && op.method === 'GET') {
@@ -264,6 +271,50 @@ async function measure(op: Operation, bases: Record<Side, string>, canned: Canne
     log(`${op.label} ${side}: ${format(round.reqPerSec)} req/s, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${round.non2xx + round.errors}`);
   }
   return measured;
+}
+
+type MetricsSide = 'on' | 'off';
+
+interface MetricsPair {
+  op: Operation;
+  rounds: Record<MetricsSide, Round[]>;
+  /** CPU time the service process spent per answer in each round, in µs (NaN where /proc is missing). */
+  cpuPerRequest: Record<MetricsSide, number[]>;
+}
+
+/**
+ * CPU seconds (user + system) process `pid` has used so far, from /proc (Linux); NaN elsewhere.
+ * Less sensitive than throughput to what else runs on a shared machine.
+ */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, { encoding: 'utf8', flag: 'r' });
+  // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th, in clock ticks of 1/100 s.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** `op` on the service with metrics on and on its twin with them off, in alternating rounds. */
+async function measureMetrics(
+  op: Operation,
+  services: Record<MetricsSide, Started>,
+  canned: CannedResponse,
+  token: string,
+  options: Options,
+): Promise<MetricsPair> {
+  const pair: MetricsPair = { op, rounds: { on: [], off: [] }, cpuPerRequest: { on: [], off: [] } };
+  const cpu = (side: MetricsSide) => (existsSync('/proc/self/stat') ? cpuSeconds(services[side].pid) : NaN);
+  for (const side of roundOrder<MetricsSide>(options.rounds, ['on', 'off'])) {
+    const xCache = await warm(services[side].base, op, token);
+    if (xCache !== 'HIT') throw new Error(`${op.label} metrics ${side}: no cache HIT after warm-up`);
+    const before = cpu(side);
+    const round = await runRound(services[side].base, op, canned, token, options);
+    const cpuPerRequest = ((cpu(side) - before) * 1e6) / round.responses;
+    pair.rounds[side].push(round);
+    pair.cpuPerRequest[side].push(cpuPerRequest);
+    const failed = round.non2xx + round.errors;
+    log(`${op.label} metrics ${side}: ${format(round.reqPerSec)} req/s, ${Math.round(cpuPerRequest)} CPU µs/request, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${failed}`);
+  }
+  return pair;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -348,12 +399,17 @@ function settingsLine(options: Options): string {
 
 // ---------------------------------------------------------------------------------------------
 
-/** The compiled service as production runs it, on its own database, Redis prefix and data folder. */
-async function startService(stamp: string, dataDir: string, jwtSecret: string, keep: boolean): Promise<Started> {
-  const databaseUrl = await createDatabase(`contacts_bench_${stamp}`, keep);
-  const redisPrefix = `contacts-bench-${stamp}:`;
-  undo.push({ what: `delete Redis keys ${redisPrefix}*`, run: () => deleteRedisKeys(redisPrefix) });
-  const service = await startNode('service', SERVER_ENTRY, [], {
+interface Deployment {
+  databaseUrl: string;
+  redisPrefix: string;
+  dataDir: string;
+  jwtSecret: string;
+}
+
+/** The compiled service as production runs it, on the deployment's database, Redis prefix and data folder. */
+async function startService(name: string, deployment: Deployment, extraEnv: Record<string, string> = {}): Promise<Started> {
+  const { databaseUrl, redisPrefix, dataDir, jwtSecret } = deployment;
+  const service = await startNode(name, SERVER_ENTRY, [], {
     NODE_ENV: 'production',
     JWT_SECRET: jwtSecret,
     DATABASE_URL: databaseUrl,
@@ -365,8 +421,10 @@ async function startService(stamp: string, dataDir: string, jwtSecret: string, k
     RATE_LIMIT_ANON_PER_MIN: '1000000',
     // One token serves the whole run, which can outlast the default 15 minutes.
     ACCESS_TOKEN_TTL: '86400',
+    ...extraEnv,
   }, { path: '/readyz', status: 200 });
-  log(`service at ${service.base} (${SERVER_ENTRY}, NODE_ENV=production)`);
+  const settings = ['NODE_ENV=production', ...Object.entries(extraEnv).map(([key, value]) => `${key}=${value}`)];
+  log(`${name} at ${service.base} (${SERVER_ENTRY}, ${settings.join(', ')})`);
   return service;
 }
 
@@ -417,13 +475,40 @@ async function prepareOperations(service: string, token: string, ids: number[], 
   return canned.set(create, cannedCreate);
 }
 
-function report(results: Measured[], options: Options, serviceLogLines: number): void {
-  console.log(table(results));
+const medianRate = (rounds: Round[]) => median(rounds.map((r) => r.reqPerSec));
+const metricsRatio = (pair: MetricsPair) => medianRate(pair.rounds.on) / medianRate(pair.rounds.off);
+
+/** The metrics row pair: the same cached read with metrics on and off (METRICS_ENABLED=false). */
+function metricsTable(pair: MetricsPair): string {
+  const failed = [...pair.rounds.on, ...pair.rounds.off].reduce((total, r) => total + r.non2xx + r.errors + r.mismatches, 0);
+  const cpu = (side: MetricsSide) => Math.round(median(pair.cpuPerRequest[side]));
+  const cells = [
+    `\`${pair.op.name}\` (${pair.op.note})`,
+    ...sideCells(pair.rounds.on),
+    ...sideCells(pair.rounds.off),
+    metricsRatio(pair).toFixed(2),
+    `≥ ${METRICS_TARGET.toFixed(2)}`,
+    `${cpu('on')} / ${cpu('off')}`,
+    format(failed),
+  ];
+  return [
+    '| Operation | Metrics on req/s | On p50 / p99 ms | Metrics off req/s | Off p50 / p99 ms | Ratio (on ÷ off) | Target | CPU µs/request on / off | non-2xx or other body |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    `| ${cells.join(' | ')} |`,
+  ].join('\n');
+}
+
+function report(results: Measured[], metrics: MetricsPair, options: Options, serviceLogLines: number): void {
+  if (results.length > 0) console.log(`${table(results)}\n`);
+  console.log(metricsTable(metrics));
   console.log();
   for (const note of notes(results)) console.log(`- ${note}`);
   if (serviceLogLines > 0) console.log(`- the service logged ${serviceLogLines} warnings or errors (LOG_LEVEL=warn; on stderr above)`);
   console.log(settingsLine(options));
-  console.log(targetLine(results));
+  if (results.length > 0) console.log(targetLine(results));
+  const ratio = metricsRatio(metrics);
+  const met = ratio >= METRICS_TARGET;
+  console.log(`Metrics: ${met ? 'PASS' : 'FAIL'} (reported, not enforced): on ÷ off ${ratio.toFixed(2)} ${met ? '≥' : '<'} ${METRICS_TARGET.toFixed(2)}`);
 }
 
 async function main(): Promise<number> {
@@ -434,19 +519,31 @@ async function main(): Promise<number> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'contacts-bench-'));
   undo.push({ what: `remove ${dataDir}`, run: () => rm(dataDir, { recursive: true, force: true }) });
   const jwtSecret = randomBytes(48).toString('base64url');
-  const service = await startService(stamp, dataDir, jwtSecret, options.keep);
+  const redisPrefix = `contacts-bench-${stamp}:`;
+  undo.push({ what: `delete Redis keys ${redisPrefix}*`, run: () => deleteRedisKeys(redisPrefix) });
+  const deployment = { databaseUrl: await createDatabase(`contacts_bench_${stamp}`, options.keep), redisPrefix, dataDir, jwtSecret };
+  const service = await startService('service', deployment);
   const { token, ids } = await seed(service.base, path.join(dataDir, 'outbox'));
   const canned = await prepareOperations(service.base, token, ids, stamp);
 
-  const cannedFile = path.join(dataDir, 'canned.json');
-  await writeFile(cannedFile, JSON.stringify([...canned.values()]));
-  const ceiling = await startNode('ceiling', CEILING_ENTRY, [cannedFile], { NODE_ENV: 'production', JWT_SECRET: jwtSecret }, { path: '/' });
-
-  const bases = { service: service.base, ceiling: ceiling.base };
   const results: Measured[] = [];
-  for (const [op, answer] of canned) results.push(await measure(op, bases, answer, token, options));
-  report(results, options, service.logLines());
-  return results.some((m) => failedRequests(m) > 0) ? 1 : 0;
+  if (!options.metricsOnly) {
+    const cannedFile = path.join(dataDir, 'canned.json');
+    await writeFile(cannedFile, JSON.stringify([...canned.values()]));
+    const ceiling = await startNode('ceiling', CEILING_ENTRY, [cannedFile], { NODE_ENV: 'production', JWT_SECRET: jwtSecret }, { path: '/' });
+    const bases = { service: service.base, ceiling: ceiling.base };
+    for (const [op, answer] of canned) results.push(await measure(op, bases, answer, token, options));
+  }
+
+  // Two fresh processes, so neither carries the other rounds' heap and caches. The creates above
+  // made the user's cached reads miss; the pair's warm-up fills the cache again.
+  const getById = [...canned.keys()].find((op) => op.label === 'get by id')!;
+  const metricsOn = await startService('service with metrics on', deployment);
+  const metricsOff = await startService('service with metrics off', deployment, { METRICS_ENABLED: 'false' });
+  const metrics = await measureMetrics(getById, { on: metricsOn, off: metricsOff }, canned.get(getById)!, token, options);
+  report(results, metrics, options, service.logLines() + metricsOn.logLines() + metricsOff.logLines());
+  const metricsFailed = [...metrics.rounds.on, ...metrics.rounds.off].some((r) => r.non2xx + r.errors > 0);
+  return results.some((m) => failedRequests(m) > 0) || metricsFailed ? 1 : 0;
 }
 
 let exitCode = 2;

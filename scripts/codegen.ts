@@ -68,6 +68,7 @@ function deref(spec: JsonObject, node: Json | undefined): JsonObject {
 interface OperationEntry {
   method: string;
   url: string;
+  /** Whether the operation requires an access token (`bearerAuth`). */
   secured: boolean;
   rateLimit: string | null;
   /** `x-cache-ttl`: seconds the answer is cached per user; null when it is not cached. */
@@ -180,7 +181,8 @@ function buildOperationTable(
       table[operationId] = {
         method: method.toUpperCase(),
         url: path.replace(/\{([^}]+)\}/g, ':$1'),
-        secured: ((op.security as Json[] | undefined) ?? globalSecurity).length > 0,
+        // Only the access token makes an operation secured (app.authenticate); /metrics checks its own token.
+        secured: ((op.security as Json[] | undefined) ?? globalSecurity).some((requirement) => 'bearerAuth' in (requirement as JsonObject)),
         rateLimit: (op['x-rate-limit'] as string | undefined) ?? null,
         cacheTtl: (op['x-cache-ttl'] as number | undefined) ?? null,
         weakEtag: op['x-weak-etag'] === true,

@@ -7,13 +7,16 @@ import docsPlugin from '../plugins/docs.js';
 import httpPlugin, { httpServerOptions } from '../plugins/http.js';
 import { registerOperations } from '../plugins/http/operations.js';
 import mailPlugin, { type MailOptions } from '../plugins/mail.js';
+import metricsPlugin from '../plugins/metrics.js';
 import passwordsPlugin from '../plugins/passwords.js';
 import rateLimitPlugin from '../plugins/rate-limit.js';
 import redisPlugin from '../plugins/redis.js';
+import type { Tracing } from '../plugins/tracing.js';
 import { findTokenCutOff } from './auth/auth.repository.js';
 import { authHandlers } from './auth/auth.routes.js';
 import { avatarsHandlers } from './avatars/avatars.routes.js';
 import { contactsHandlers } from './contacts/contacts.routes.js';
+import { declareTransferMetrics } from './contacts/transfer.service.js';
 import { migrations } from './db/migrations/index.js';
 import { docsHandlers } from './docs/docs.routes.js';
 import { operationTable } from './generated/operations.js';
@@ -31,20 +34,24 @@ export interface BuildOptions {
   now?: () => Date;
   /** Hears of every database statement; tests count them. */
   onQuery?: (sql: string) => void;
+  /** OpenTelemetry, when src/server.ts started it (OTEL_EXPORTER_OTLP_ENDPOINT); the app imports none of it. */
+  tracing?: Tracing;
 }
 
 /** Headers a browser client may read across origins. */
 const EXPOSED_HEADERS = [
   'Location', 'Link', 'ETag', 'X-Total-Count', 'X-Per-Page', 'X-Current-Page', 'X-Page-Count', 'X-Cache',
-  'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Content-Disposition',
+  'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Content-Disposition', 'X-Request-Id',
 ];
 
 /** Builds the app: plugins in dependency order, one error handler, then every operation of openapi.yaml. */
 export async function buildApp(options: BuildOptions = {}): Promise<FastifyInstance> {
   const config = options.config ?? (await loadConfig());
+  const { tracing } = options;
   const app = Fastify({
     logger: {
       level: config.logLevel,
+      ...(tracing && { mixin: tracing.logFields }),
       redact: {
         paths: ['req.headers.authorization', 'req.headers.cookie', '*.password', '*.token', '*.refresh_token', '*.access_token'],
         censor: '[REDACTED]',
@@ -56,14 +63,14 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
     },
     ...httpServerOptions,
     trustProxy: config.trustProxy,
-    requestIdHeader: 'x-request-id',
-    genReqId: () => crypto.randomUUID(),
     // A first start on the embedded default creates the database (initdb, then migrations), which can outlast the 10 s default.
     pluginTimeout: 120_000,
   });
   await app.register(configPlugin, { config, now: options.now });
+  if (tracing) await app.register(tracing.requestSpans);
   await app.register(httpPlugin, { exposedHeaders: EXPOSED_HEADERS });
-  await app.register(dbPlugin, { migrations, onQuery: options.onQuery });
+  await app.register(metricsPlugin);
+  await app.register(dbPlugin, { migrations, onQuery: options.onQuery, wrapPool: tracing?.tracedPool });
   await app.register(redisPlugin);
   await app.register(cachePlugin);
   await app.register(authPlugin, { loadCutOff: (userId) => findTokenCutOff(app.db, userId), soleInstance: !config.databaseUrl });
@@ -81,6 +88,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
     ...healthHandlers,
     ...docsHandlers,
   };
+  declareTransferMetrics(app.metrics);
   registerOperations(app, operationTable, handlers);
   return app;
 }

@@ -22,7 +22,10 @@ try {
   process.exit(1);
 }
 
-const app = await buildApp({ config }).catch((error: Error) => startupFailed(error.message));
+// OpenTelemetry is imported only when tracing is on: off, it costs nothing.
+const tracing = config.tracing ? (await import('../plugins/tracing.js')).startTracing(config.tracing, config.databaseUrl) : undefined;
+const app = await buildApp({ config, tracing }).catch((error: Error) => startupFailed(error.message));
+if (tracing) app.addHook('onClose', () => tracing.shutdown());
 if (config.nodeEnv === 'production' && !config.redisUrl) {
   app.log.warn('REDIS_URL is not set: rate-limit counters and the cache are per instance, not shared');
 }

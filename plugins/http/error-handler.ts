@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
@@ -49,15 +50,16 @@ export function notFoundHandler(_request: FastifyRequest, reply: FastifyReply) {
   return reply.code(404).send({ detail: 'Not Found' });
 }
 
-/** Errors Fastify raises before routing (a malformed URL, say), which skip the error handler. */
-export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply) {
+/** Errors Fastify raises before routing (a malformed URL, say), which skip the error handler and the onRequest hooks. */
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
-  void reply.code(status).send({ detail: error.code === 'FST_ERR_BAD_URL' ? 'Malformed URL' : error.message });
+  const detail = error.code === 'FST_ERR_BAD_URL' ? 'Malformed URL' : error.message;
+  void reply.code(status).header('x-request-id', request.id).send({ detail });
 }
 
 /**
  * Requests Node's HTTP parser refuses (broken framing, oversized headers) never reach Fastify's
- * routing; they get a `{detail}` answer too, and the connection closes.
+ * routing; they get a `{detail}` answer too, with a request id of their own, and the connection closes.
  */
 export function clientErrorHandler(error: Error & { code?: string }, socket: Socket) {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
@@ -71,7 +73,7 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy(error);

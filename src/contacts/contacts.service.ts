@@ -14,7 +14,7 @@ type ContactCreate = components['schemas']['ContactCreate'];
 type ContactPatch = components['schemas']['ContactPatch'];
 
 /** What the contacts service needs from the app. */
-export type ContactsDeps = Pick<FastifyInstance, 'db' | 'cache' | 'now'>;
+export type ContactsDeps = Pick<FastifyInstance, 'db' | 'cache' | 'now' | 'metrics'>;
 
 const ADDITIONAL_DATA_MAX_BYTES = 16 * 1024;
 const E164 = /^\+[1-9][0-9]{6,14}$/;

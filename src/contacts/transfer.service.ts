@@ -6,6 +6,7 @@ import type { Readable } from 'node:stream';
 import { TextDecoder } from 'node:util';
 import { BadRequest, HttpError } from '../../plugins/http/errors.js';
 import { bodyCheckerOf } from '../../plugins/http/operations.js';
+import type { Metrics } from '../../plugins/metrics.js';
 import type { components } from '../generated/openapi.js';
 import { operationTable } from '../generated/operations.js';
 import * as repository from './contacts.repository.js';
@@ -32,6 +33,28 @@ const PARSERS: Record<ImportType, (text: string, options: { maxEntries: number }
   'text/vcard': parseVcards,
   'text/csv': parseCsv,
 };
+
+/** Each entry of an import, created or reported in its answer's `errors`. */
+const IMPORT_ENTRIES = {
+  name: 'contacts_import_entries_total',
+  help: 'Entries of imports, created or rejected (invalid, or a duplicate e-mail).',
+  labelNames: ['result'],
+  series: [{ result: 'created' }, { result: 'rejected' }],
+} as const;
+
+/** Each contact written into an export. */
+const EXPORTED_CONTACTS = {
+  name: 'contacts_export_contacts_total',
+  help: 'Contacts written into exports, by file format.',
+  labelNames: ['format'],
+  series: [{ format: 'vcard' }, { format: 'csv' }],
+} as const;
+
+/** Makes the import and export counters at start-up, so their series exist (at 0) before the first import or export. */
+export function declareTransferMetrics(metrics: Metrics): void {
+  metrics.counter(IMPORT_ENTRIES);
+  metrics.counter(EXPORTED_CONTACTS);
+}
 
 /** An import entry is a create: checked as the route checks a create's body. */
 const checkCreateBody = bodyCheckerOf(operationTable.createContact);
@@ -60,9 +83,12 @@ export async function exportContacts(deps: ContactsDeps, ownerId: number, format
   await unlink(spoolPath);
   try {
     if (header) await spool.write(header);
+    let count = 0;
     for await (const rows of repository.streamContacts(deps.db, ownerId, conditions, keys, EXPORT_BATCH)) {
       await spool.write(rows.map((row) => entry(toContact(row))).join(''));
+      count += rows.length;
     }
+    deps.metrics.counter(EXPORTED_CONTACTS).inc({ format }, count);
     const { size } = await spool.stat();
     // The read stream closes the handle when it ends or the client goes away.
     return { contentType, fileName, size, content: spool.createReadStream({ start: 0 }) };
@@ -109,6 +135,9 @@ export async function importContacts(deps: ContactsDeps, ownerId: number, type: 
   for (const { entry, email } of valid) {
     if (!inserted.has(email)) errors.push({ entry, detail: DUPLICATE_EMAIL });
   }
+  const entries = deps.metrics.counter(IMPORT_ENTRIES);
+  entries.inc({ result: 'created' }, inserted.size);
+  entries.inc({ result: 'rejected' }, errors.length);
   return { created: inserted.size, errors: errors.sort((a, b) => a.entry - b.entry) };
 }
 

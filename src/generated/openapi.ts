@@ -503,9 +503,58 @@ export type paths = {
         };
         /**
          * Readiness probe
-         * @description 200 when the database and the cache answer, else 503. Not rate limited.
+         * @description 200 while the database answers (within 2 seconds), else 503 `Database unavailable`. Redis is
+         *     not needed to serve, so a Redis outage leaves `/readyz` at 200 and only `checks.cache` says
+         *     `unavailable`: a load balancer keeps every replica while Redis is away. Not rate limited.
          */
         get: operations["getReadiness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Prometheus metrics
+         * @description The service's metrics in the Prometheus text format (version 0.0.4), for a Prometheus
+         *     scrape. Never rate limited. With `METRICS_TOKEN` set it needs
+         *     `Authorization: Bearer <METRICS_TOKEN>` (else 401); without it, it is open outside
+         *     production and 404 with `NODE_ENV=production`. `METRICS_ENABLED=false` turns metrics off:
+         *     404 as well.
+         *
+         *     Metrics (OpenTelemetry's HTTP semantic conventions in Prometheus form; `docs/operations.md`
+         *     says more):
+         *     - `http_server_request_duration_seconds` (histogram; buckets 0.005, 0.01, 0.025, 0.05,
+         *       0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10): every answered request, once, labelled
+         *       `http_request_method` (`_OTHER` for a method outside RFC 9110 and PATCH), `http_route`
+         *       (the path template of this document, e.g. `/api/contacts/{contact_id}`; `/metrics`,
+         *       `/healthz`, `/readyz` and the docs by their own paths; `""` when no route matched) and
+         *       `http_response_status_code`.
+         *     - `contacts_cache_lookups_total{result="hit"|"miss"}`: one per cached read (a contact, a
+         *       list page, upcoming birthdays).
+         *     - `contacts_rate_limited_total{limit="anonymous"|"me"}`: one per 429.
+         *     - `contacts_dependency_up{dependency="database"|"redis"}`: 1 or 0 as the service sees it,
+         *       at most 3 seconds old (`redis` only when `REDIS_URL` is set).
+         *     - `contacts_db_pool_connections{state="idle"|"used"}`, `contacts_db_pool_waiting`.
+         *     - `contacts_password_queue_depth`, `contacts_password_queue_limit`,
+         *       `contacts_password_hash_duration_seconds` (histogram).
+         *     - `contacts_import_entries_total{result="created"|"rejected"}`,
+         *       `contacts_export_contacts_total{format="vcard"|"csv"}`.
+         *     - Node's process metrics: `process_*` and `nodejs_*`, event-loop lag included.
+         *
+         *     No label holds a user id, an e-mail, a token or any other value a client chose, except the
+         *     route template and the status.
+         */
+        get: operations["getMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -563,6 +612,19 @@ export type components = {
         Status: {
             /** @constant */
             status: "ok";
+        };
+        Readiness: {
+            /** @constant */
+            status: "ok";
+            checks: {
+                /** @constant */
+                database: "ok";
+                /**
+                 * @description `unavailable` while Redis does not answer (the cache then works in this process only); always `ok` without `REDIS_URL`.
+                 * @enum {string}
+                 */
+                cache: "ok" | "unavailable";
+            };
         };
         /**
          * @description 3 to 32 letters, digits, `_`, `.` or `-`; unique ignoring case.
@@ -2280,16 +2342,25 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Ready. */
+            /** @description Ready; `checks` says what is degraded. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Status"];
+                    /**
+                     * @example {
+                     *       "status": "ok",
+                     *       "checks": {
+                     *         "database": "ok",
+                     *         "cache": "unavailable"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Readiness"];
                 };
             };
-            /** @description The database or the cache does not answer. */
+            /** @description The database does not answer. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2298,6 +2369,63 @@ export interface operations {
                     /**
                      * @example {
                      *       "detail": "Database unavailable"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every metric, in the Prometheus text format. */
+            200: {
+                headers: {
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example # HELP contacts_cache_lookups_total Cached reads (a contact, a list page, upcoming birthdays) by whether the cache held the answer.
+                     *     # TYPE contacts_cache_lookups_total counter
+                     *     contacts_cache_lookups_total{result="hit"} 42
+                     *     contacts_cache_lookups_total{result="miss"} 7
+                     */
+                    "text/plain": string;
+                };
+            };
+            /** @description `METRICS_TOKEN` is set and the request does not carry it as its bearer token. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Not authenticated"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Metrics are off (`METRICS_ENABLED=false`), or `NODE_ENV=production` without `METRICS_TOKEN`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Not Found"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];

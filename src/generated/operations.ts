@@ -3795,17 +3795,83 @@ export const operationTable = {
         "200": {
           "type": "object",
           "required": [
-            "status"
+            "status",
+            "checks"
           ],
           "additionalProperties": false,
           "properties": {
             "status": {
               "type": "string",
               "const": "ok"
+            },
+            "checks": {
+              "type": "object",
+              "required": [
+                "database",
+                "cache"
+              ],
+              "additionalProperties": false,
+              "properties": {
+                "database": {
+                  "type": "string",
+                  "const": "ok"
+                },
+                "cache": {
+                  "type": "string",
+                  "enum": [
+                    "ok",
+                    "unavailable"
+                  ]
+                }
+              }
             }
           }
         },
         "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
+  "getMetrics": {
+    "method": "GET",
+    "url": "/metrics",
+    "secured": false,
+    "rateLimit": null,
+    "cacheTtl": null,
+    "weakEtag": false,
+    "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
+    "trimmedBodyFields": [],
+    "successContentTypes": {
+      "200": "text/plain"
+    },
+    "schema": {
+      "response": {
+        "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "404": {
           "type": "object",
           "required": [
             "detail"
@@ -3894,6 +3960,7 @@ export interface SuccessHeaders {
   getResetPasswordPage: { 200: { "Cache-Control": components['headers']["Cache-Control"]; "Referrer-Policy": string; "Content-Security-Policy": string } };
   getHealth: { 200: {  } };
   getReadiness: { 200: {  } };
+  getMetrics: { 200: { "Cache-Control": string } };
   getOpenApiJson: { 200: {  } };
   getOpenApiYaml: { 200: {  } };
 }
@@ -3925,6 +3992,7 @@ export interface DefaultedQuery {
   getResetPasswordPage: never;
   getHealth: never;
   getReadiness: never;
+  getMetrics: never;
   getOpenApiJson: never;
   getOpenApiYaml: never;
 }

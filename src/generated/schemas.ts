@@ -43,6 +43,23 @@ export const schemaFields = {
     "sortable": [],
     "searched": []
   },
+  "Readiness": {
+    "properties": [
+      "status",
+      "checks"
+    ],
+    "writable": [
+      "status",
+      "checks"
+    ],
+    "kinds": {
+      "status": "text",
+      "checks": "object"
+    },
+    "filters": {},
+    "sortable": [],
+    "searched": []
+  },
   "RegisterRequest": {
     "properties": [
       "username",

@@ -1,6 +1,8 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { sql } from 'kysely';
 import { isDatabaseUnavailable } from '../../plugins/db.js';
-import { ServiceUnavailable } from '../../plugins/http/errors.js';
+import { NotFound, ServiceUnavailable, Unauthorized } from '../../plugins/http/errors.js';
+import { EXPOSITION_CONTENT_TYPE } from '../../plugins/metrics.js';
 import type { OperationHandlers } from '../operation-types.js';
 
 /** A dependency that does not answer within this long counts as down, so a probe never hangs. */
@@ -22,7 +24,13 @@ async function probeFailure(probe: () => Promise<unknown>): Promise<unknown> {
   }
 }
 
-/** Liveness and readiness probes. */
+/** Whether `authorization` is `Bearer <token>`, compared in constant time. */
+function bearerIs(authorization: string | undefined, token: string): boolean {
+  const digest = (value: string) => createHash('sha256').update(value).digest();
+  return timingSafeEqual(digest(authorization ?? ''), digest(`Bearer ${token}`));
+}
+
+/** Liveness and readiness probes, and the metrics a Prometheus scrapes. */
 export const healthHandlers = {
   async getHealth() {
     return { status: 200, body: { status: 'ok' } };
@@ -38,13 +46,21 @@ export const healthHandlers = {
       else request.log.warn({ err: dbFailure }, 'readiness: the database did not answer in time');
       throw new ServiceUnavailable('Database unavailable');
     }
-    // Without Redis the cache is in-process and always answers. Redis outages are logged by the
-    // connection and the cache themselves.
+    // Every request has an in-process fallback for Redis, so its outage degrades the answer and
+    // does not make the replica unready. Redis outages are logged by the connection and the cache themselves.
     const redis = app.redisClient;
     const cacheFailure = redis ? await probeFailure(() => redis.ping()) : null;
-    if (cacheFailure) {
-      throw new ServiceUnavailable('Cache unavailable');
-    }
-    return { status: 200, body: { status: 'ok' } };
+    return { status: 200, body: { status: 'ok', checks: { database: 'ok', cache: cacheFailure ? 'unavailable' : 'ok' } } };
+  },
+
+  async getMetrics(request) {
+    const { metricsEnabled, metricsToken, nodeEnv } = request.server.config;
+    if (!metricsEnabled || (metricsToken === null && nodeEnv === 'production')) throw new NotFound('Not Found');
+    if (metricsToken !== null && !bearerIs(request.headers.authorization, metricsToken)) throw new Unauthorized();
+    return {
+      status: 200,
+      body: await request.server.metrics.exposition(),
+      headers: { 'Cache-Control': 'no-store', 'Content-Type': EXPOSITION_CONTENT_TYPE },
+    };
   },
 } satisfies Partial<OperationHandlers>;

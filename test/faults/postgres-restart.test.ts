@@ -3,13 +3,14 @@
  * loaded with concurrent reads and writes while the cluster is restarted (`pg_ctl restart -m fast`)
  * and then stopped for a while and started again. The service must stay up, answer 503 (never
  * another 5xx, never a refused connection) only while the database is away, serve 2xx again
- * within 5 s of it being back, lose no acknowledged create, and its /readyz must follow.
+ * within 5 s of it being back, lose no acknowledged create, and its /readyz and the database's
+ * `contacts_dependency_up` must follow.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { backend, smtpCapture } from '../helper.js';
 import {
-  describe, listAllIds, type LogLine, type Outcome, privatePostgres, processTestsUnavailable, scratchDir, serviceEnv, signUp, startLoad,
+  dependencies, describe, listAllIds, type LogLine, type Outcome, privatePostgres, processTestsUnavailable, scratchDir, serviceEnv, signUp, startLoad,
   startService, summarise, type Window,
 } from './processes.js';
 
@@ -59,12 +60,14 @@ t.test('PostgreSQL restarted, then stopped and started, mid-load', { skip: proce
     headers: { ...auth, 'content-type': 'text/csv' },
     body: 'first_name,last_name,email,phone,birthday\r\nA,B,down@example.com,+14155550100,1990-01-01\r\n',
   });
+  const metricsWhileStopped = await dependencies(service.url);
   await sleep(DOWN_MS - (Date.now() - stopped));
   const starting = Date.now();
   await db.start();
   await db.waitUntilAnswering();
   down.to = Date.now();
   await sleep(RECOVERY_MS + 1_000);
+  const metricsAfter = await dependencies(service.url);
   await load.stop();
 
   const windows = [restart, down];
@@ -100,6 +103,8 @@ t.test('PostgreSQL restarted, then stopped and started, mid-load', { skip: proce
   t.ok(readyAfterMs !== null && readyAfterMs <= RECOVERY_MS, `/readyz 200 again within ${RECOVERY_MS} ms without a restart (${readyAfterMs} ms)`);
   const lateReady = ready.filter((o) => o.start >= down.to + RECOVERY_MS);
   t.ok(lateReady.length > 0 && lateReady.every((o) => o.status === 200), '/readyz stays 200 afterwards');
+  t.same(metricsWhileStopped, { database: 0 }, 'contacts_dependency_up while the database is stopped (this service has no Redis)');
+  t.same(metricsAfter, { database: 1 }, 'and once it is back');
 
   // Every create acknowledged with 201 is there.
   const acknowledged = api.filter((o): o is Outcome & { id: number } => o.op === 'create' && o.status === 201);

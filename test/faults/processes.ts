@@ -15,6 +15,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { Test } from 'tap';
 import { freePort, smtpCapture, TEST_JWT_SECRET } from '../helper.js';
+import { parseExposition } from '../plugins/exposition.js';
 
 const run = promisify(execFile);
 
@@ -272,6 +273,8 @@ export interface Outcome {
   email?: string;
   detail?: string;
   retryAfter?: string | null;
+  /** A /readyz answer's `checks.cache`. */
+  cache?: string;
 }
 
 export interface Load {
@@ -325,8 +328,9 @@ export function startLoad(options: LoadOptions): Load {
       outcome.end = Date.now();
       outcome.status = response.status;
       outcome.retryAfter = response.headers.get('retry-after');
-      const body = text ? (JSON.parse(text) as { id?: number; email?: string; detail?: string }) : {};
+      const body = text ? (JSON.parse(text) as { id?: number; email?: string; detail?: string; checks?: { cache: string } }) : {};
       if (response.status >= 400) outcome.detail = body.detail;
+      if (op === 'ready' && body.checks) outcome.cache = body.checks.cache;
       if (op === 'create' && response.status === 201) {
         outcome.id = body.id;
         outcome.email = body.email;
@@ -442,6 +446,12 @@ export function summarise(outcomes: Outcome[], windows: Window[], graceMs: numbe
       return first ? first.end - w.to : null;
     }),
   };
+}
+
+/** `contacts_dependency_up` of each dependency, from the service's /metrics. */
+export async function dependencies(baseUrl: string): Promise<Record<string, number>> {
+  const samples = parseExposition(await (await fetch(`${baseUrl}/metrics`)).text());
+  return Object.fromEntries(samples.filter((s) => s.name === 'contacts_dependency_up').map((s) => [s.labels.dependency, s.value]));
 }
 
 /** Compact text for t.comment and assertion messages. */

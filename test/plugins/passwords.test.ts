@@ -1,5 +1,5 @@
 /**
- * app.passwords on its own (config plus the plugin, no database): known-answer vectors for bcrypt
+ * app.passwords on its own (config, metrics and the plugin, no database): known-answer vectors for bcrypt
  * and argon2id, new hashes under each algorithm, needsRehash, the bounded queue, and close.
  */
 import { readFile } from 'node:fs/promises';
@@ -8,6 +8,7 @@ import bcrypt from 'bcryptjs';
 import Fastify, { type FastifyInstance } from 'fastify';
 import t from 'tap';
 import configPlugin, { loadConfig } from '../../plugins/config.js';
+import metricsPlugin from '../../plugins/metrics.js';
 import passwordsPlugin, { PasswordQueueFull, retryAfterSeconds } from '../../plugins/passwords.js';
 import { TEST_JWT_SECRET, type Teardown } from '../helper.js';
 
@@ -15,6 +16,7 @@ async function passwordsApp(t: Teardown, env: Record<string, string> = {}): Prom
   const config = await loadConfig({ JWT_SECRET: TEST_JWT_SECRET, BCRYPT_COST: '4', ...env });
   const app = Fastify({ logger: false });
   await app.register(configPlugin, { config });
+  await app.register(metricsPlugin);
   await app.register(passwordsPlugin);
   t.teardown(() => app.close());
   await app.ready();
