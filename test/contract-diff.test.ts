@@ -59,7 +59,12 @@ function baseSpec(): any {
           type: 'object',
           required: ['id', 'name', 'email'],
           additionalProperties: false,
-          properties: { id: { type: 'integer' }, name: { type: 'string' }, email: { type: 'string', format: 'email' }, nickname: { type: 'string' } },
+          properties: {
+            id: { type: 'integer' },
+            name: { type: 'string' },
+            email: { type: 'string', format: 'email' },
+            nickname: { type: 'string' },
+          },
         },
       },
     },
@@ -117,8 +122,14 @@ t.test('nullable: a response that may hold null breaks readers; a request that m
 
 t.test('types: a response type that admits more values breaks', async (t) => {
   t.same(await diff((spec) => (schemas(spec).Item.properties.id.type = 'number')), {
-    breaking: ['GET /items/ response 200 (application/json) [].id.type: added "number"', 'POST /items/ response 201 (application/json) id.type: added "number"'],
-    compatible: ['GET /items/ response 200 (application/json) [].id.type: removed "integer"', 'POST /items/ response 201 (application/json) id.type: removed "integer"'],
+    breaking: [
+      'GET /items/ response 200 (application/json) [].id.type: added "number"',
+      'POST /items/ response 201 (application/json) id.type: added "number"',
+    ],
+    compatible: [
+      'GET /items/ response 200 (application/json) [].id.type: removed "integer"',
+      'POST /items/ response 201 (application/json) id.type: removed "integer"',
+    ],
   });
 });
 
@@ -150,7 +161,10 @@ t.test('properties: a removed one breaks senders where no others are allowed, an
         'POST /items/ request body (application/json) note: removed',
         'POST /items/ response 201 (application/json) nickname: removed',
       ],
-      compatible: ['GET /items/ response 200 (application/json) [].created_at: added', 'POST /items/ response 201 (application/json) created_at: added'],
+      compatible: [
+        'GET /items/ response 200 (application/json) [].created_at: added',
+        'POST /items/ response 201 (application/json) created_at: added',
+      ],
     },
   );
 });
@@ -162,14 +176,18 @@ t.test('response headers: a new value or a header no longer guaranteed breaks re
       cache.schema.enum.push('STALE');
       cache.required = false;
     }),
-    { breaking: [`GET /items/ response 200 header 'X-Cache' required: true → false`, `GET /items/ response 200 header 'X-Cache' enum: added "STALE"`], compatible: [] },
+    {
+      breaking: [`GET /items/ response 200 header 'X-Cache' required: true → false`, `GET /items/ response 200 header 'X-Cache' enum: added "STALE"`],
+      compatible: [],
+    },
   );
 });
 
 t.test('a recursive schema is compared without looping', async (t) => {
   const tree = (maxLength: number): any => {
     const spec = baseSpec();
-    schemas(spec).Node = { type: 'object', properties: { label: { type: 'string', maxLength }, children: { type: 'array', items: { $ref: '#/components/schemas/Node' } } } };
+    const children = { type: 'array', items: { $ref: '#/components/schemas/Node' } };
+    schemas(spec).Node = { type: 'object', properties: { label: { type: 'string', maxLength }, children } };
     spec.paths['/items/'].post.requestBody.content['application/json'].schema = { $ref: '#/components/schemas/Node' };
     return spec;
   };
@@ -195,7 +213,8 @@ t.test('the verdict: a break passes only with a major bump of info.version', asy
   });
   t.same(verdict([{ ...change, breaking: false }, { ...change, breaking: false }], '1.2.0', '1.2.0'), { exitCode: 0, line: 'Verdict: pass (2 compatible changes, nothing breaks)' });
   t.same(verdict([], '1.2.0', '1.2.0'), { exitCode: 0, line: 'Verdict: pass (no changes)' });
-  t.equal(formatReport([], verdict([], '1.2.0', '1.2.0'), 'openapi.yaml at HEAD'), 'openapi.yaml at HEAD\n\nno changes\n\nVerdict: pass (no changes)\n');
+  const unchanged = formatReport([], verdict([], '1.2.0', '1.2.0'), 'openapi.yaml at HEAD');
+  t.equal(unchanged, 'openapi.yaml at HEAD\n\nno changes\n\nVerdict: pass (no changes)\n');
 });
 
 interface Run {

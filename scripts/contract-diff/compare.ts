@@ -41,12 +41,10 @@ export interface Change {
 }
 
 const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
+const asTypeList = (schema: unknown) => (isObject(schema) && typeof schema.type === 'string' ? { ...schema, type: [schema.type] } : schema);
 
 /** `type: string` read as `type: [string]`, so a type that becomes nullable is one type added, on either side. */
-const typesAsLists: CompareTransformResolver = (before, after) => {
-  const asList = (schema: unknown) => (isObject(schema) && typeof schema.type === 'string' ? { ...schema, type: [schema.type] } : schema);
-  return [asList(before), asList(after)];
-};
+const typesAsLists: CompareTransformResolver = (before, after) => [asTypeList(before), asTypeList(after)];
 
 /** A property of a request body (the first three) or, read the other way, of a response (the last three). */
 const propertyRule: ClassifyRule = [
@@ -68,19 +66,27 @@ function schemaRules(reversed: boolean): CompareRules {
     baseRules: {
       transform: [transformJsonSchemaCombiners(), transformJsonSchema('2020-12'), jsonSchemaMergeAllOf('2020-12'), typesAsLists],
       // Types as a set: one more allows more values, one fewer allows fewer (integer to number is both).
-      '/type': { $: [breaking, nonBreaking, breaking], mapping: requiredMappingResolver, '/*': { $: [nonBreaking, breaking, breaking] } },
+      '/type': {
+        $: [breaking, nonBreaking, breaking],
+        mapping: requiredMappingResolver,
+        '/*': { $: [nonBreaking, breaking, breaking] },
+      },
       '/properties': { '/*': () => ({ ...rules, $: propertyRule }) },
-      '/example': { $: ['annotation', 'annotation', 'annotation'] },
     },
   });
   return reversed ? transformComapreRules(rules, reverseClassifyRuleTransformer) : rules;
 }
 
-const anonymous = (security: unknown) => Array.isArray(security) && (security.length === 0 || security.some((r) => isObject(r) && Object.keys(r).length === 0));
+/** Whether security requirements let anonymous callers in: none at all, or an empty one among them. */
+const anonymous = (security: unknown) =>
+  Array.isArray(security) && (security.length === 0 || security.some((required) => isObject(required) && Object.keys(required).length === 0));
+/** The operation's security, or the document's where it has none. */
+const effectiveSecurity = ({ parent, root }: Parameters<DiffTypeClassifier>[0]['before']) =>
+  (parent as JsonObject | undefined)?.security ?? (root as JsonObject).security ?? [];
+
 /** Anonymous clients are refused once an operation requires authentication (the library misses it when the global security is empty). */
 const securityRule = operationSecurityClassifyRule.map((libraryRule): DiffTypeClassifier => (ctx) => {
-  const effective = (side: typeof ctx.before) => (side.parent as JsonObject | undefined)?.security ?? (side.root as JsonObject).security ?? [];
-  if (anonymous(effective(ctx.before)) && !anonymous(effective(ctx.after))) return breaking;
+  if (anonymous(effectiveSecurity(ctx.before)) && !anonymous(effectiveSecurity(ctx.after))) return breaking;
   return typeof libraryRule === 'function' ? libraryRule(ctx) : libraryRule;
 }) as ClassifyRule;
 
@@ -88,7 +94,9 @@ const securityRule = operationSecurityClassifyRule.map((libraryRule): DiffTypeCl
 function patch(rules: CompareRules, [key, ...rest]: `/${string}`[], change: (rule: CompareRules) => CompareRules): CompareRules {
   if (key === undefined) return change(rules);
   const child = rules[key];
-  const patched = typeof child === 'function' ? (ctx: Parameters<typeof child>[0]) => patch(child(ctx), rest, change) : patch(child ?? {}, rest, change);
+  const patched = typeof child === 'function'
+    ? (ctx: Parameters<typeof child>[0]) => patch(child(ctx), rest, change)
+    : patch(child ?? {}, rest, change);
   return { ...rules, [key]: patched };
 }
 
@@ -123,23 +131,28 @@ function withCyclesAsRefs(value: Json, pointer = '#', ancestors = new Map<object
   const first = ancestors.get(value);
   if (first !== undefined) return { $ref: first };
   ancestors.set(value, pointer);
-  const child = (key: string | number, item: Json) => withCyclesAsRefs(item, `${pointer}/${String(key).replace(/~/g, '~0').replace(/\//g, '~1')}`, ancestors);
-  const copy = Array.isArray(value) ? value.map((item, i) => child(i, item)) : Object.fromEntries(Object.entries(value).map(([key, item]) => [key, child(key, item)]));
+  const child = (key: string | number, item: Json) =>
+    withCyclesAsRefs(item, `${pointer}/${String(key).replace(/~/g, '~0').replace(/\//g, '~1')}`, ancestors);
+  const copy = Array.isArray(value)
+    ? value.map((item, i) => child(i, item))
+    : Object.fromEntries(Object.entries(value).map(([key, item]) => [key, child(key, item)]));
   ancestors.delete(value);
   return copy;
 }
 
 /** What a client can see of a dereferenced contract: components are compared where operations use them. */
 function surface(contract: JsonObject): Json {
-  const { securitySchemes = {} } = (contract.components ?? {}) as JsonObject;
-  return withCyclesAsRefs({ openapi: contract.openapi ?? null, paths: contract.paths ?? {}, security: contract.security ?? [], components: { securitySchemes } });
+  const { openapi = null, paths = {}, security = [], components } = contract;
+  const { securitySchemes = {} } = (components ?? {}) as JsonObject;
+  return withCyclesAsRefs({ openapi, paths, security, components: { securitySchemes } });
 }
 
 /** Documentation on the path (an `x-` extension, an example), unless it is the name of a property or header. */
 const isDocumentation = (path: Diff['path']) =>
   path.some((key, i) => /^(x-|examples?$)/.test(String(key)) && !['properties', 'headers'].includes(String(path[i - 1])));
 
-const at = (document: Json, path: Diff['path']) => path.reduce<Json | undefined>((node, key) => (node as Record<string | number, Json> | undefined)?.[key], document);
+const at = (document: Json, path: Diff['path']) =>
+  path.reduce<Json | undefined>((node, key) => (node as Record<string | number, Json> | undefined)?.[key], document);
 const show = (value: unknown) => (typeof value === 'object' && value !== null ? '' : ` ${JSON.stringify(value)}`);
 
 /**
@@ -221,17 +234,14 @@ export function verdict(changes: Change[], versionBefore: unknown, versionAfter:
   if (changes.length === 0) return { exitCode: 0, line: 'Verdict: pass (no changes)' };
   if (breakingCount === 0) return { exitCode: 0, line: `Verdict: pass (${plural(changes.length, 'compatible change')}, nothing breaks)` };
   const [from, to] = [majorOf(versionBefore), majorOf(versionAfter)];
+  const breaks = plural(breakingCount, 'breaking change');
+  const bump = `${String(versionBefore)} → ${String(versionAfter)}`;
   if (from !== null && to !== null && to > from) {
-    return {
-      exitCode: 0,
-      line: `Verdict: pass (${plural(breakingCount, 'breaking change')} accepted: info.version's major was bumped, ${String(versionBefore)} → ${String(versionAfter)})`,
-    };
+    return { exitCode: 0, line: `Verdict: pass (${breaks} accepted: info.version's major was bumped, ${bump})` };
   }
   const next = from === null ? 'a new major version' : `${from + 1}.0.0`;
-  return {
-    exitCode: 1,
-    line: `Verdict: FAIL (${plural(breakingCount, 'breaking change')}, and info.version ${JSON.stringify(versionAfter)} is not a new major version: undo them, or set info.version to ${next} if the break is deliberate)`,
-  };
+  const why = `info.version ${JSON.stringify(versionAfter)} is not a new major version`;
+  return { exitCode: 1, line: `Verdict: FAIL (${breaks}, and ${why}: undo them, or set info.version to ${next} if the break is deliberate)` };
 }
 
 /** The whole printout: what was compared, the changelog grouped by kind, the verdict. */
