@@ -133,17 +133,18 @@ t.test('types: a response type that admits more values breaks', async (t) => {
   });
 });
 
-t.test('operations: an added one is compatible; a changed operationId or new authentication breaks', async (t) => {
+t.test('operations and security schemes: added ones are compatible; a changed operationId or new authentication breaks', async (t) => {
   t.same(
     await diff((spec) => {
       spec.paths['/items/{id}'].get = { operationId: 'getItem', responses: { '200': { description: 'The item.' } } };
       spec.paths['/items/{id}'].delete.operationId = 'removeItem';
       spec.paths['/items/{id}'].delete.security = [];
       spec.paths['/items/'].get.security = [{ bearerAuth: [] }];
+      spec.components.securitySchemes.apiKey = { type: 'apiKey', in: 'header', name: 'X-Key' };
     }),
     {
       breaking: ['GET /items/ security: added', 'DELETE /items/{id} operationId: "deleteItem" → "removeItem"'],
-      compatible: ['DELETE /items/{id} security[0]: removed', 'GET /items/{id}: added'],
+      compatible: ['DELETE /items/{id} security[0]: removed', 'GET /items/{id}: added', 'components securitySchemes apiKey: added'],
     },
   );
 });

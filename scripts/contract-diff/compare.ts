@@ -118,6 +118,8 @@ function contractRules(): CompareRules {
       '/required': { $: [nonBreaking, breaking, ({ after }) => (after.value === true ? nonBreaking : breaking)] },
       '/schema': { ...response, $: allBreaking },
     })],
+    // A new scheme asks nothing of anyone until an operation requires it; clients hold credentials for the old ones.
+    [['/components', '/securitySchemes', '/*'], (rule) => ({ ...rule, $: [nonBreaking, breaking, breaking] })],
   ];
   return edits.reduce((rules, [path, change]) => patch(rules, path, change), openapi3Rules());
 }
