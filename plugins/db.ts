@@ -134,6 +134,12 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   return false;
 }
 
+/** The unique index a row violated (SQLSTATE 23505: a duplicate, even one racing ours); null for any other error. */
+export function violatedUniqueIndex(error: unknown): string | null {
+  const { code, constraint } = (error ?? {}) as { code?: unknown; constraint?: unknown };
+  return code === '23505' ? (typeof constraint === 'string' ? constraint : '') : null;
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     /** Told of every request that fails for want of the database; logs once per outage. */

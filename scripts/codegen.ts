@@ -6,9 +6,10 @@
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isDeepStrictEqual } from 'node:util';
 import openapiTS, { astToString } from 'openapi-typescript';
 import ts from 'typescript';
-import { parse } from 'yaml';
+import { dereference, type Json, type JsonObject } from './dereference.js';
 
 const root = new URL('../', import.meta.url);
 const specUrl = new URL('openapi.yaml', root);
@@ -20,49 +21,30 @@ const METHODS = ['get', 'put', 'post', 'patch', 'delete'] as const;
 /** OpenAPI-only keywords that Ajv's strict mode would reject or that only document. */
 const DOC_KEYWORDS = new Set(['example', 'examples', 'description', 'summary', 'externalDocs', 'xml', 'discriminator']);
 
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-type JsonObject = { [key: string]: Json };
-
-function resolveRef(spec: JsonObject, ref: string): JsonObject {
-  if (!ref.startsWith('#/')) throw new Error(`Only local $refs are supported: ${ref}`);
-  let node: Json | undefined = spec;
-  for (const part of ref.slice(2).split('/')) {
-    node = (node as JsonObject)[part.replace(/~1/g, '/').replace(/~0/g, '~')];
-    if (node === undefined) throw new Error(`Unresolved $ref ${ref}`);
-  }
-  return node as JsonObject;
-}
-
 /** `type: string, format: binary`: bytes (a raw body, or a multipart file), never text. */
-function isBinary(spec: JsonObject, node: Json | undefined): boolean {
-  const schema = node === undefined ? {} : deref(spec, node);
+function isBinary(node: Json | undefined): boolean {
+  const schema = (node ?? {}) as JsonObject;
   return schema.type === 'string' && schema.format === 'binary';
 }
 
 /**
- * Inlines $refs and drops documentation keywords, so Fastify gets self-contained validator schemas.
+ * Drops documentation keywords from a dereferenced schema, so Fastify gets plain validator schemas.
  * A binary schema becomes `{ binary: true }`, the validator's keyword for bytes (plugins/http/validation.ts).
  */
-function toValidatorSchema(spec: JsonObject, node: Json | undefined): Json {
+function toValidatorSchema(node: Json | undefined): Json {
   if (node === undefined) throw new Error('Missing schema');
-  if (Array.isArray(node)) return node.map((item) => toValidatorSchema(spec, item));
+  if (Array.isArray(node)) return node.map((item) => toValidatorSchema(item));
   if (node === null || typeof node !== 'object') return node;
-  if (typeof node.$ref === 'string') return toValidatorSchema(spec, resolveRef(spec, node.$ref));
-  if (isBinary(spec, node)) return { binary: true };
+  if (isBinary(node)) return { binary: true };
   const out: JsonObject = {};
   for (const [key, value] of Object.entries(node)) {
     if (DOC_KEYWORDS.has(key) || key.startsWith('x-')) continue;
     // `properties` maps names to schemas: recurse into each value, keep every name.
     out[key] = key === 'properties'
-      ? Object.fromEntries(Object.entries(value as JsonObject).map(([name, s]) => [name, toValidatorSchema(spec, s)]))
-      : toValidatorSchema(spec, value);
+      ? Object.fromEntries(Object.entries(value as JsonObject).map(([name, s]) => [name, toValidatorSchema(s)]))
+      : toValidatorSchema(value);
   }
   return out;
-}
-
-function deref(spec: JsonObject, node: Json | undefined): JsonObject {
-  const value = node as JsonObject;
-  return typeof value.$ref === 'string' ? deref(spec, resolveRef(spec, value.$ref)) : value;
 }
 
 interface OperationEntry {
@@ -93,16 +75,19 @@ function layerHeaders(op: JsonObject): Set<string> {
   return new Set(['X-Cache', ...(op['x-weak-etag'] === true ? ['ETag'] : [])]);
 }
 
-/** TypeScript for the headers a handler sets on each success response, optional unless `required`. */
+/**
+ * TypeScript for the headers a handler sets on each success response, optional unless `required`:
+ * a header that is the component of its name takes that component's type, any other is a string.
+ */
 function successHeaderTypes(spec: JsonObject, op: JsonObject): string {
   const statuses = Object.entries(op.responses as JsonObject).filter(([status]) => status.startsWith('2'));
   const setByLayer = layerHeaders(op);
-  const byStatus = statuses.map(([status, responseRef]) => {
-    const headers = (deref(spec, responseRef).headers ?? {}) as JsonObject;
-    const fields = Object.entries(headers).filter(([name]) => !setByLayer.has(name)).map(([name, headerRef]) => {
-      const ref = (headerRef as JsonObject).$ref;
-      const type = typeof ref === 'string' ? `components['headers'][${JSON.stringify(name)}]` : 'string';
-      const optional = deref(spec, headerRef).required === true ? '' : '?';
+  const componentHeaders = ((spec.components as JsonObject).headers ?? {}) as JsonObject;
+  const byStatus = statuses.map(([status, response]) => {
+    const headers = ((response as JsonObject).headers ?? {}) as JsonObject;
+    const fields = Object.entries(headers).filter(([name]) => !setByLayer.has(name)).map(([name, header]) => {
+      const type = isDeepStrictEqual(header, componentHeaders[name]) ? `components['headers'][${JSON.stringify(name)}]` : 'string';
+      const optional = (header as JsonObject).required === true ? '' : '?';
       return `${JSON.stringify(name)}${optional}: ${type}`;
     });
     return `${status}: { ${fields.join('; ')} }`;
@@ -117,8 +102,8 @@ function buildOperationTable(
 ): Record<string, OperationEntry> {
   const table: Record<string, OperationEntry> = {};
   const globalSecurity = (spec.security as Json[] | undefined) ?? [];
-  for (const [path, pathItemRef] of Object.entries(spec.paths as JsonObject)) {
-    const pathItem = deref(spec, pathItemRef);
+  for (const [path, pathItemValue] of Object.entries(spec.paths as JsonObject)) {
+    const pathItem = pathItemValue as JsonObject;
     const sharedParams = (pathItem.parameters as Json[] | undefined) ?? [];
     for (const method of METHODS) {
       if (!pathItem[method]) continue;
@@ -126,7 +111,7 @@ function buildOperationTable(
       const operationId = op.operationId as string;
       if (!operationId) throw new Error(`${method.toUpperCase()} ${path} has no operationId`);
 
-      const params = [...sharedParams, ...((op.parameters as Json[] | undefined) ?? [])].map((p) => deref(spec, p));
+      const params = [...sharedParams, ...((op.parameters as Json[] | undefined) ?? [])] as JsonObject[];
       const schema: JsonObject = {};
       for (const [location, part] of [['path', 'params'], ['query', 'querystring'], ['header', 'headers']] as const) {
         const inLocation = params.filter((p) => p.in === location);
@@ -137,7 +122,7 @@ function buildOperationTable(
           type: 'object',
           ...(location === 'header' ? {} : { additionalProperties: false }),
           required: inLocation.filter((p) => p.required).map(nameOf),
-          properties: Object.fromEntries(inLocation.map((p) => [nameOf(p), toValidatorSchema(spec, p.schema)])),
+          properties: Object.fromEntries(inLocation.map((p) => [nameOf(p), toValidatorSchema(p.schema)])),
         };
       }
 
@@ -146,36 +131,36 @@ function buildOperationTable(
       const fileFields = new Set<string>();
       const trimmedBodyFields = new Set<string>();
       if (op.requestBody) {
-        const content = deref(spec, op.requestBody).content as JsonObject;
+        const content = (op.requestBody as JsonObject).content as JsonObject;
         requestContentTypes = Object.keys(content);
         const bodySchemaOf = (type: string) => (content[type] as JsonObject).schema;
-        binaryContentTypes = requestContentTypes.filter((type) => isBinary(spec, bodySchemaOf(type)));
+        binaryContentTypes = requestContentTypes.filter((type) => isBinary(bodySchemaOf(type)));
         const bodySchemas = requestContentTypes.map((type) => JSON.stringify(bodySchemaOf(type)));
         // One schema for every content type (JSON, or a form either way); else Fastify picks by content type.
         schema.body =
           new Set(bodySchemas).size === 1
-            ? toValidatorSchema(spec, bodySchemaOf(requestContentTypes[0] ?? ''))
-            : { content: Object.fromEntries(requestContentTypes.map((type) => [type, { schema: toValidatorSchema(spec, bodySchemaOf(type)) }])) };
+            ? toValidatorSchema(bodySchemaOf(requestContentTypes[0] ?? ''))
+            : { content: Object.fromEntries(requestContentTypes.map((type) => [type, { schema: toValidatorSchema(bodySchemaOf(type)) }])) };
         for (const type of requestContentTypes) {
-          const properties = (deref(spec, bodySchemaOf(type)).properties ?? {}) as JsonObject;
+          const properties = ((bodySchemaOf(type) as JsonObject).properties ?? {}) as JsonObject;
           for (const [name, property] of Object.entries(properties)) {
-            if (deref(spec, property)['x-trim'] === true) trimmedBodyFields.add(name);
-            if (type === 'multipart/form-data' && isBinary(spec, property)) fileFields.add(name);
+            if ((property as JsonObject)['x-trim'] === true) trimmedBodyFields.add(name);
+            if (type === 'multipart/form-data' && isBinary(property)) fileFields.add(name);
           }
         }
       }
 
       const response: JsonObject = {};
-      for (const [status, responseRef] of Object.entries(op.responses as JsonObject)) {
-        const json = (deref(spec, responseRef).content as JsonObject | undefined)?.['application/json'] as JsonObject | undefined;
-        if (json?.schema) response[status] = toValidatorSchema(spec, json.schema);
+      for (const [status, documented] of Object.entries(op.responses as JsonObject)) {
+        const json = ((documented as JsonObject).content as JsonObject | undefined)?.['application/json'] as JsonObject | undefined;
+        if (json?.schema) response[status] = toValidatorSchema(json.schema);
       }
       schema.response = response;
 
       const successContentTypes: Record<string, string | null> = {};
-      for (const [status, responseRef] of Object.entries(op.responses as JsonObject)) {
+      for (const [status, documented] of Object.entries(op.responses as JsonObject)) {
         if (!status.startsWith('2')) continue;
-        successContentTypes[status] = Object.keys((deref(spec, responseRef).content ?? {}) as JsonObject)[0] ?? null;
+        successContentTypes[status] = Object.keys(((documented as JsonObject).content ?? {}) as JsonObject)[0] ?? null;
       }
 
       table[operationId] = {
@@ -195,7 +180,7 @@ function buildOperationTable(
         schema,
       };
       headerTypes[operationId] = successHeaderTypes(spec, op);
-      const defaulted = params.filter((p) => p.in === 'query' && deref(spec, p.schema).default !== undefined);
+      const defaulted = params.filter((p) => p.in === 'query' && (p.schema as JsonObject).default !== undefined);
       defaultedQueryTypes[operationId] = defaulted.map((p) => JSON.stringify(p.name)).join(' | ') || 'never';
     }
   }
@@ -203,8 +188,8 @@ function buildOperationTable(
 }
 
 /** What a property holds, as the service's rules tell fields apart. */
-function kindOf(spec: JsonObject, property: Json | undefined): string {
-  const schema = deref(spec, property);
+function kindOf(property: Json | undefined): string {
+  const schema = property as JsonObject;
   const types = ([] as Json[]).concat(schema.type ?? []).filter((type) => type !== 'null');
   if (types.includes('string')) return schema.format === 'date' ? 'date' : schema.format === 'date-time' ? 'timestamp' : schema.format === 'binary' ? 'binary' : 'text';
   return typeof types[0] === 'string' ? types[0] : 'unknown';
@@ -217,15 +202,15 @@ function kindOf(spec: JsonObject, property: Json | undefined): string {
  */
 function schemaFields(spec: JsonObject): Record<string, JsonObject> {
   const fields: Record<string, JsonObject> = {};
-  for (const [name, schemaRef] of Object.entries((spec.components as JsonObject).schemas as JsonObject)) {
-    const properties = (deref(spec, schemaRef).properties ?? null) as JsonObject | null;
+  for (const [name, schema] of Object.entries((spec.components as JsonObject).schemas as JsonObject)) {
+    const properties = ((schema as JsonObject).properties ?? null) as JsonObject | null;
     if (!properties) continue;
     const entries = Object.entries(properties);
     const withExtension = (extension: string) => entries.filter(([, property]) => (property as JsonObject)[extension] !== undefined);
     fields[name] = {
       properties: entries.map(([property]) => property),
-      writable: entries.filter(([, property]) => deref(spec, property).readOnly !== true).map(([property]) => property),
-      kinds: Object.fromEntries(entries.map(([property, schema]) => [property, kindOf(spec, schema)])),
+      writable: entries.filter(([, property]) => (property as JsonObject).readOnly !== true).map(([property]) => property),
+      kinds: Object.fromEntries(entries.map(([property, schema]) => [property, kindOf(schema)])),
       filters: Object.fromEntries(withExtension('x-filter').map(([property, schema]) => [property, (schema as JsonObject)['x-filter']!])),
       sortable: withExtension('x-sort').map(([property]) => property),
       searched: withExtension('x-search').map(([property]) => property),
@@ -235,7 +220,7 @@ function schemaFields(spec: JsonObject): Record<string, JsonObject> {
 }
 
 async function generate(): Promise<Record<string, string>> {
-  const spec = parse(await readFile(specUrl, 'utf8')) as JsonObject;
+  const spec = await dereference(await readFile(specUrl, 'utf8'));
   // Bytes are bytes on both sides: a Buffer in the service, a Uint8Array (or Buffer) in an SDK client.
   const bytes = ts.factory.createTypeReferenceNode('Uint8Array');
   const types = astToString(

@@ -1,6 +1,6 @@
 /**
  * `npm run contract:diff -- <git-ref>`: compares the working tree's openapi.yaml with its version at
- * <git-ref> and prints a changelog (rules in scripts/contract-diff/compare.ts).
+ * <git-ref> and prints a changelog (api-smart-diff, configured in scripts/contract-diff/compare.ts).
  *
  * Exit 0: no breaking change, or breaking changes with a major bump of info.version, or no
  * openapi.yaml at <git-ref> (nothing to compare with). Exit 1: breaking changes without a major
@@ -9,7 +9,8 @@
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { compareContracts, dereferenceContract, formatReport, verdict } from './contract-diff/compare.js';
+import { compareContracts, formatReport, verdict } from './contract-diff/compare.js';
+import { dereference } from './dereference.js';
 
 const SPEC = 'openapi.yaml';
 const USAGE = `usage: npm run contract:diff -- <git-ref>   (compares ${SPEC} with its version at <git-ref>)`;
@@ -29,9 +30,9 @@ function git(args: string[], cwd: string): Promise<Git> {
   });
 }
 
-function dereference(source: string, name: string): ReturnType<typeof dereferenceContract> {
+async function readContract(source: string, name: string): ReturnType<typeof dereference> {
   try {
-    return dereferenceContract(source);
+    return await dereference(source);
   } catch (error) {
     throw new UsageError(`${name} is not a valid contract: ${(error as Error).message}`);
   }
@@ -59,8 +60,8 @@ async function main(args: string[]): Promise<number> {
     return 0;
   }
 
-  const before = dereference(previous.stdout, `${SPEC} at ${ref}`);
-  const after = dereference(current, SPEC);
+  const before = await readContract(previous.stdout, `${SPEC} at ${ref}`);
+  const after = await readContract(current, SPEC);
   const changes = compareContracts(before, after);
   const versionBefore = (before.info as { version?: unknown } | undefined)?.version;
   const versionAfter = (after.info as { version?: unknown } | undefined)?.version;

@@ -143,7 +143,7 @@ export async function build(t: Teardown, options: BuildTestOptions = {}): Promis
   const app = await buildApp({ ...options, config });
   t.teardown(() => app.close());
   // Every response any test receives must match openapi.yaml (status, headers, body).
-  checkResponsesAgainstSpec(app, (problem) => t.fail(`response departs from openapi.yaml: ${problem}`));
+  await checkResponsesAgainstSpec(app, (problem) => t.fail(`response departs from openapi.yaml: ${problem}`));
   await app.ready();
   return app;
 }

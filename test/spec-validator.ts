@@ -3,14 +3,15 @@
  * is found by method and path template, the status must be documented, required headers present,
  * documented headers well-formed, and a JSON body valid against the response schema.
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import redocly from '@redocly/openapi-core/package.json' with { type: 'json' };
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import { parse } from 'yaml';
-
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-type JsonObject = { [key: string]: Json };
+import { dereference, type Json, type JsonObject } from '../scripts/dereference.js';
 
 /** What a test received, as seen by an onSend hook. */
 export interface ObservedResponse {
@@ -34,10 +35,12 @@ export interface SpecOperation {
 // Keywords that only document, and that Ajv's strict mode rejects.
 const DOC_KEYWORDS = new Set(['example', 'examples', 'xml', 'externalDocs', 'discriminator']);
 const METHODS = ['get', 'put', 'post', 'patch', 'delete', 'head', 'options', 'trace'];
+const SPEC_FILE = new URL('../openapi.yaml', import.meta.url);
+const CACHE_DIR = new URL('../node_modules/.cache/dereferenced-openapi/', import.meta.url);
 
-/** Reads and parses the project's openapi.yaml. */
-export function loadSpec(file: URL = new URL('../openapi.yaml', import.meta.url)): JsonObject {
-  return parse(readFileSync(file, 'utf8')) as JsonObject;
+/** Reads and parses the project's openapi.yaml, $refs as written. */
+export function loadSpec(): JsonObject {
+  return parse(readFileSync(SPEC_FILE, 'utf8')) as JsonObject;
 }
 
 /** Every operation of the spec with its method (upper case) and path template. */
@@ -53,13 +56,12 @@ export function specOperations(spec: JsonObject): SpecOperation[] {
 }
 
 export class SpecValidator {
-  readonly #spec: JsonObject;
   readonly #ajv: Ajv2020;
   readonly #operations: { op: SpecOperation; pattern: RegExp }[];
   readonly #compiled = new Map<string, ValidateFunction>();
 
+  /** `spec`: the contract with its $refs replaced (scripts/dereference.ts). */
   constructor(spec: JsonObject) {
-    this.#spec = spec;
     this.#ajv = new Ajv2020({ strict: true, allErrors: true, strictRequired: false });
     addFormats.default(this.#ajv);
     this.#operations = specOperations(spec).map((op) => ({
@@ -85,12 +87,12 @@ export class SpecValidator {
     const status = String(response.statusCode);
     const documented = responses[status] ?? responses[`${status[0]}XX`] ?? responses.default;
     if (documented === undefined) return [`${where}: status ${status} is not documented for ${op.operationId}`];
-    const spec = this.#deref(documented);
+    const spec = documented as JsonObject;
     const problems: string[] = [];
 
     const headers = this.#lowerCaseHeaders(response.headers);
-    for (const [name, headerRef] of Object.entries((spec.headers ?? {}) as JsonObject)) {
-      const header = this.#deref(headerRef);
+    for (const [name, documentedHeader] of Object.entries((spec.headers ?? {}) as JsonObject)) {
+      const header = documentedHeader as JsonObject;
       const value = headers[name.toLowerCase()];
       if (value === undefined) {
         if (header.required === true) problems.push(`${where}: required header ${name} is missing`);
@@ -99,7 +101,7 @@ export class SpecValidator {
       const schema = header.schema as JsonObject | undefined;
       if (!schema) continue;
       const validate = this.#compile(`${op.operationId} ${status} header ${name}`, schema);
-      if (!validate(this.#headerValue(value, this.#deref(schema)))) {
+      if (!validate(this.#headerValue(value, schema))) {
         problems.push(`${where}: header ${name}: '${value}' ${this.#ajv.errorsText(validate.errors, { dataVar: name })}`);
       }
     }
@@ -139,20 +141,10 @@ export class SpecValidator {
     return validate;
   }
 
-  #deref(node: Json): JsonObject {
-    const object = node as JsonObject;
-    if (typeof object.$ref !== 'string') return object;
-    let target: Json | undefined = this.#spec;
-    for (const part of object.$ref.replace(/^#\//, '').split('/')) target = (target as JsonObject)[part.replace(/~1/g, '/').replace(/~0/g, '~')];
-    if (target === undefined) throw new Error(`Unresolved $ref ${object.$ref}`);
-    return this.#deref(target);
-  }
-
-  /** Inlines $refs and drops documentation-only keywords (never a property that happens to share their name). */
+  /** Drops documentation-only keywords (never a property that happens to share their name). */
   #toJsonSchema(node: Json): Json {
     if (Array.isArray(node)) return node.map((item) => this.#toJsonSchema(item));
     if (node === null || typeof node !== 'object') return node;
-    if (typeof node.$ref === 'string') return this.#toJsonSchema(this.#deref(node));
     const out: JsonObject = {};
     for (const [key, value] of Object.entries(node)) {
       if (DOC_KEYWORDS.has(key) || key.startsWith('x-')) continue;
@@ -181,11 +173,30 @@ export class SpecValidator {
   }
 }
 
-let shared: SpecValidator | undefined;
+/**
+ * openapi.yaml dereferenced, cached by the hash of its text and of Redocly's version: loading Redocly
+ * takes about a second, which every test file would pay.
+ */
+async function dereferencedSpec(): Promise<JsonObject> {
+  const source = await readFile(SPEC_FILE, 'utf8');
+  const key = createHash('sha256').update(`${redocly.version}\n${source}`).digest('hex');
+  const cached = new URL(`${key}.json`, CACHE_DIR);
+  const hit = await readFile(cached, 'utf8').catch(() => null);
+  if (hit !== null) return JSON.parse(hit) as JsonObject;
+  const spec = await dereference(source);
+  // Written aside and renamed, so a test file running alongside never reads half a file.
+  const partial = new URL(`${key}.${process.pid}.tmp`, CACHE_DIR);
+  await mkdir(CACHE_DIR, { recursive: true });
+  await writeFile(partial, JSON.stringify(spec));
+  await rename(partial, cached);
+  return spec;
+}
+
+let shared: Promise<SpecValidator> | undefined;
 
 /** One validator over the project's openapi.yaml, compiled lazily and shared by every app a test file builds. */
-export function specValidator(): SpecValidator {
-  shared ??= new SpecValidator(loadSpec());
+export function specValidator(): Promise<SpecValidator> {
+  shared ??= dereferencedSpec().then((spec) => new SpecValidator(spec));
   return shared;
 }
 
@@ -201,8 +212,8 @@ function decodedUrl(url: string): string {
  * Adds an onSend hook that checks every response of a spec operation and reports each departure.
  * Docs routes and unknown-route 404s carry no operationId and are not checked; neither are HEAD and OPTIONS.
  */
-export function checkResponsesAgainstSpec(app: FastifyInstance, report: (problem: string) => void): void {
-  const validator = specValidator();
+export async function checkResponsesAgainstSpec(app: FastifyInstance, report: (problem: string) => void): Promise<void> {
+  const validator = await specValidator();
   app.addHook('onSend', async (request, reply, payload) => {
     const routed = request.routeOptions.config.operationId;
     if (routed === undefined || request.method === 'HEAD' || request.method === 'OPTIONS') return payload;

@@ -1,16 +1,15 @@
 /** JSON bodies nest at most this deep: deeper input only exhausts stacks further down. */
 const MAX_DEPTH = 32;
 
-/** Why PostgreSQL cannot store `text` (a NUL, or an unpaired UTF-16 surrogate), or null when it can. */
-export function unstorableText(text: string): string | null {
-  if (text.includes('\u0000')) return 'NUL characters';
-  if (!text.isWellFormed()) return 'unpaired UTF-16 surrogates';
-  return null;
+/** The character of `text` that PostgreSQL cannot store in `text` (a NUL, or an unpaired UTF-16 surrogate); null when there is none. */
+export function unstorableCharacter(text: string): 'NUL character' | 'unpaired UTF-16 surrogate' | null {
+  if (text.includes('\u0000')) return 'NUL character';
+  return text.isWellFormed() ? null : 'unpaired UTF-16 surrogate';
 }
 
 /**
  * The first value in a request part that the database or the process cannot take, as a 422
- * `detail`: text PostgreSQL cannot store (see unstorableText) or nesting beyond MAX_DEPTH.
+ * `detail`: text PostgreSQL cannot store (see unstorableCharacter) or nesting beyond MAX_DEPTH.
  * Walks iteratively, so hostile nesting cannot overflow the stack here either.
  */
 export function unstorableInput(part: string, value: unknown): string | null {
@@ -18,8 +17,8 @@ export function unstorableInput(part: string, value: unknown): string | null {
   while (pending.length > 0) {
     const { value: current, path, depth } = pending.pop()!;
     if (typeof current === 'string') {
-      const problem = unstorableText(current);
-      if (problem) return `${path} must not contain ${problem}`;
+      const character = unstorableCharacter(current);
+      if (character) return `${path} must not contain ${character}s`;
       continue;
     }
     // Bytes (a raw body or a multipart file) are not text, and are no structure to walk.
@@ -27,8 +26,8 @@ export function unstorableInput(part: string, value: unknown): string | null {
     if (depth >= MAX_DEPTH) return `${path} must not nest more than ${MAX_DEPTH} levels deep`;
     const entries = Object.entries(current);
     for (const [key] of entries) {
-      const problem = unstorableText(key);
-      if (problem) return `${path} must not have keys with ${problem}`;
+      const character = unstorableCharacter(key);
+      if (character) return `${path} must not have keys with ${character}s`;
     }
     // Reversed, so the first offending value in document order is the one reported.
     for (const [key, child] of entries.reverse()) pending.push({ value: child, path: `${path}/${key}`, depth: depth + 1 });

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import { issuedAtMs } from '../../plugins/auth.js';
+import { violatedUniqueIndex } from '../../plugins/db.js';
 import type { MailMessage } from '../../plugins/mail.js';
 import { BadRequest, Conflict, Forbidden, Unauthorized, ValidationFailed } from '../../plugins/http/errors.js';
 import type { components } from '../generated/openapi.js';
@@ -46,11 +47,9 @@ function checkPasswordBytes(password: string): void {
 
 /** Which field a unique-index violation is about, or null for any other error. */
 function uniqueViolation(error: unknown): 'username' | 'email' | null {
-  const { code, constraint, message } = (error ?? {}) as { code?: string; constraint?: string; message?: string };
-  if (code !== '23505') return null;
-  const about = `${constraint ?? ''} ${message ?? ''}`;
-  if (about.includes('username')) return 'username';
-  return about.includes('email') ? 'email' : null;
+  const index = violatedUniqueIndex(error);
+  if (index?.includes('username')) return 'username';
+  return index?.includes('email') ? 'email' : null;
 }
 
 /** Sends a mail; a failure is logged, never passed on (the user can ask for another link). */

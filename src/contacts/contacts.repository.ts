@@ -9,6 +9,7 @@ import {
   sql,
   type Updateable,
 } from 'kysely';
+import { violatedUniqueIndex } from '../../plugins/db.js';
 import type { ContactsTable, Database } from '../db/database.js';
 import { schemaFields } from '../generated/schemas.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
@@ -44,8 +45,7 @@ const UNIQUE_EMAIL_INDEX = 'contacts_owner_email_key';
 
 /** Whether `error` is the per-owner e-mail uniqueness index refusing a row (a duplicate, even one racing ours). */
 export function isDuplicateEmail(error: unknown): boolean {
-  const e = error as { code?: unknown; constraint?: unknown } | null;
-  return e?.code === '23505' && e.constraint === UNIQUE_EMAIL_INDEX;
+  return violatedUniqueIndex(error) === UNIQUE_EMAIL_INDEX;
 }
 
 /** Column values of `fields`: jsonb travels as JSON text, so both drivers store it the same way. */

@@ -2,6 +2,7 @@
  * The filter language of `GET /api/contacts/?query=` (INTERFACE.md, "Filter expression"), parsed into
  * a typed condition list. Pure: no database, no I/O; filter-sql.ts turns the list into SQL.
  */
+import { unstorableCharacter } from '../../plugins/http/input-guard.js';
 import { schemaFields } from '../generated/schemas.js';
 
 const { filters, kinds, searched } = schemaFields.Contact;
@@ -56,8 +57,6 @@ const STORED_PHONE_CHARACTERS = /^[+0-9]+$/;
 
 const malformed = (why: string) => new FilterError(`Malformed filter expression: ${why}`);
 /** PostgreSQL text cannot hold NUL or an unpaired surrogate, so such a value could never match and must not reach the database. */
-const unstorableCharacter = (text: string) =>
-  text.includes('\u0000') ? 'NUL character' : text.isWellFormed() ? null : 'unpaired UTF-16 surrogate';
 const unstorable = (text: string) => unstorableCharacter(text) !== null;
 const invalidValue = (value: string, field: string) => new FilterError(`Invalid filter value '${value}' for field '${field}'`);
 
