@@ -1,5 +1,5 @@
 import { TextDecoder } from 'node:util';
-import { additionalDataOf, type Contact, type ImportEntry, type ImportFields, type ImportOptions, type ImportResult } from './entries.js';
+import { additionalDataOf, type Contact, type ImportEntry, type ImportFields, type ImportOptions, type ImportResult, MAX_BLANK_LINES, MAX_LINE_BYTES } from './entries.js';
 
 const CRLF = '\r\n';
 /** RFC 6350 §3.2: lines longer than 75 octets (without the CRLF) are folded. */
@@ -66,6 +66,10 @@ interface Line {
   text: string;
   /** Physical line number (from 1) where this logical line starts. */
   number: number;
+  /** Characters this line takes in the body, from its first to its last physical line, line ends included. */
+  span: number;
+  /** Over MAX_LINE_BYTES as written: `text` is not kept. */
+  tooLong: boolean;
 }
 
 interface Property {
@@ -88,7 +92,10 @@ const READ = new Set(['N', 'FN', 'EMAIL', 'TEL', 'BDAY', 'X-ADDITIONAL-DATA']);
 
 /**
  * The cards of a vCard 3.0/4.0 body (2.1 quoted-printable too), one entry per BEGIN:VCARD in order.
- * Text outside cards is ignored; only a body with no BEGIN:VCARD at all is `ok: false`. Never throws.
+ * Text outside cards is ignored; only a body with no BEGIN:VCARD at all is `ok: false`, and one with
+ * more than MAX_BLANK_LINES blank lines and lines outside cards (`tooLarge`). A logical line over
+ * MAX_LINE_BYTES is its card's error. Each line is read once, so the time is linear in the body.
+ * Never throws.
  */
 export function parseVcards(text: string, options: ImportOptions = {}): ImportResult {
   const lines = logicalLines(text.startsWith('\uFEFF') ? text.slice(1) : text);
@@ -96,25 +103,49 @@ export function parseVcards(text: string, options: ImportOptions = {}): ImportRe
   const entries: ImportEntry[] = [];
   let card: OpenCard | null = null;
   let cards = 0;
-  for (let k = 0; k < lines.length && entries.length < maxEntries; k++) {
-    const line = lines[k]!;
-    if (line.text.trim() === '') continue;
-    const property = propertyOf(line.text);
+  let ignoredLines = 0;
+  for (let next = lines.next(); !next.done && entries.length < maxEntries; ) {
+    const line = next.value;
+    next = lines.next();
+    const property = line.tooLong ? null : propertyOf(line.text);
     if (property && isMarker(property, 'BEGIN')) {
       if (card) entries.push({ entry: card.entry, detail: `vCard has no END:VCARD before the BEGIN:VCARD on line ${line.number}` });
       card = { entry: ++cards, found: new Map(), problem: null };
-      if (entries.length >= maxEntries) break;
-    } else if (!card) {
-      // Outside a card: not part of any entry.
-    } else if (property && isMarker(property, 'END')) {
-      entries.push(card.problem === null ? entryOf(card) : { entry: card.entry, detail: card.problem });
-      card = null;
+      continue;
+    }
+    if (!card || (!line.tooLong && line.text.trim() === '')) {
+      // A line outside any card, or a blank one: part of no entry.
+      if (++ignoredLines > MAX_BLANK_LINES) return { ok: false, detail: TOO_MANY_IGNORED_LINES, tooLarge: true };
+      continue;
+    }
+    if (line.tooLong) {
+      card.problem ??= tooLongLine(line);
     } else if (!property) {
       card.problem ??= `vCard line ${line.number} is not a property (NAME:value)`;
+    } else if (isMarker(property, 'END')) {
+      entries.push(card.problem === null ? entryOf(card) : { entry: card.entry, detail: card.problem });
+      card = null;
     } else {
       if (isQuotedPrintable(property)) {
-        // Quoted-printable soft line breaks: a value ending in '=' goes on on the next line.
-        while (property.value.endsWith('=') && k + 1 < lines.length) property.value = property.value.slice(0, -1) + lines[++k]!.text;
+        // Quoted-printable soft line breaks: a value ending in '=' goes on on the next line. The
+        // pieces are joined once, so a long run of them costs no more than their length.
+        const pieces: string[] = [];
+        let last = property.value;
+        let span = line.span;
+        while (last.endsWith('=') && !next.done && span <= MAX_LINE_BYTES) {
+          pieces.push(last.slice(0, -1));
+          const continuation = next.value;
+          next = lines.next();
+          span += continuation.tooLong ? Infinity : continuation.span;
+          last = continuation.text;
+        }
+        const value = span > MAX_LINE_BYTES ? null : [...pieces, last].join('');
+        // At most 3 UTF-8 bytes per UTF-16 unit: only a value a third as long as the limit needs counting.
+        if (value === null || (span > MAX_LINE_BYTES / 3 && Buffer.byteLength(value) > MAX_LINE_BYTES)) {
+          card.problem ??= tooLongLine(line);
+          continue;
+        }
+        property.value = value;
       }
       if (READ.has(property.name) && !card.found.has(property.name)) card.found.set(property.name, property);
     }
@@ -123,15 +154,43 @@ export function parseVcards(text: string, options: ImportOptions = {}): ImportRe
   return cards === 0 ? { ok: false, detail: NO_CARD } : { ok: true, entries };
 }
 
-/** Physical lines (CRLF, LF or a lone CR) joined into logical ones: a line starting with a space or tab continues the one before. */
-function logicalLines(text: string): Line[] {
-  const lines: Line[] = [];
-  text.split(/\r\n|\n|\r/).forEach((physical, index) => {
-    const last = lines[lines.length - 1];
-    if (last && (physical.startsWith(' ') || physical.startsWith('\t'))) last.text += physical.slice(1);
-    else lines.push({ text: physical, number: index + 1 });
-  });
-  return lines;
+const tooLongLine = (line: Line) => `vCard line ${line.number} is longer than ${MAX_LINE_BYTES} bytes`;
+const TOO_MANY_IGNORED_LINES = `Too many blank lines or lines outside cards in one import (max ${MAX_BLANK_LINES})`;
+
+const LINE_END = /\r\n|\n|\r/g;
+const SPACE = 0x20;
+const TAB = 0x09;
+
+/**
+ * Physical lines (CRLF, LF or a lone CR) joined into logical ones: a line starting with a space or
+ * tab continues the one before (RFC 6350 §3.2). The pieces of a line are joined once; a line
+ * longer than MAX_LINE_BYTES as written is `tooLong`, and its text is not kept.
+ */
+function* logicalLines(text: string): Generator<Line> {
+  let current: { pieces: string[]; number: number; start: number; span: number } | null = null;
+  const finish = ({ pieces, number, start, span }: NonNullable<typeof current>): Line => {
+    // At most 3 UTF-8 bytes per UTF-16 unit: only a line a third as long as the limit needs counting.
+    const tooLong = span > MAX_LINE_BYTES || (span > MAX_LINE_BYTES / 3 && Buffer.byteLength(text.slice(start, start + span)) > MAX_LINE_BYTES);
+    return { text: tooLong ? '' : pieces.join(''), number, span, tooLong };
+  };
+  let number = 0;
+  for (let at = 0; at < text.length; ) {
+    LINE_END.lastIndex = at;
+    const lineEnd = LINE_END.exec(text);
+    const end = lineEnd ? lineEnd.index : text.length;
+    const next = lineEnd ? end + lineEnd[0].length : text.length;
+    number++;
+    const first = text.charCodeAt(at);
+    if (current && (first === SPACE || first === TAB)) {
+      current.span += next - at;
+      if (current.span <= MAX_LINE_BYTES) current.pieces.push(text.slice(at + 1, end));
+    } else {
+      if (current) yield finish(current);
+      current = { pieces: [text.slice(at, end)], number, start: at, span: next - at };
+    }
+    at = next;
+  }
+  if (current) yield finish(current);
 }
 
 function isMarker(property: Property, name: 'BEGIN' | 'END'): boolean {
