@@ -46,6 +46,8 @@ export interface AppConfig {
   argon2Parallelism: number;
   /** Password jobs that may wait for a worker thread; past it register, login and reset answer 503. */
   passwordQueueLimit: number;
+  /** How long an import body read in the worker pool may take, waiting included; past it 503. */
+  importParseTimeoutMs: number;
 }
 
 export const PASSWORD_HASH_ALGORITHMS = ['bcrypt', 'argon2id'] as const;
@@ -231,6 +233,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     argon2TimeCost: read.integer('ARGON2_TIME_COST', 2, 1, 20),
     argon2Parallelism: read.integer('ARGON2_PARALLELISM', 1, 1, 16),
     passwordQueueLimit: read.integer('PASSWORD_QUEUE_LIMIT', 64, 1, 100_000),
+    importParseTimeoutMs: read.integer('IMPORT_PARSE_TIMEOUT_MS', 10_000, 1, 600_000),
   };
   if (read.problems.length > 0) throw new ConfigError(read.problems);
   return config;

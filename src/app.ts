@@ -10,6 +10,7 @@ import mailPlugin, { type MailOptions } from '../plugins/mail.js';
 import passwordsPlugin from '../plugins/passwords.js';
 import rateLimitPlugin from '../plugins/rate-limit.js';
 import redisPlugin from '../plugins/redis.js';
+import workerPoolPlugin from '../plugins/worker-pool.js';
 import { findTokenCutOff } from './auth/auth.repository.js';
 import { authHandlers } from './auth/auth.routes.js';
 import { avatarsHandlers } from './avatars/avatars.routes.js';
@@ -68,6 +69,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   await app.register(cachePlugin);
   await app.register(authPlugin, { loadCutOff: (userId) => findTokenCutOff(app.db, userId), soleInstance: !config.databaseUrl });
   await app.register(passwordsPlugin);
+  await app.register(workerPoolPlugin);
   await app.register(rateLimitPlugin);
   await app.register(mailPlugin, options.mail ?? {});
   await app.register(docsPlugin);

@@ -66,6 +66,9 @@ interface Line {
   text: string;
   /** Physical line number (from 1) where this logical line starts. */
   number: number;
+  /** Where the line starts in the body, and where its last physical line ends (before its line end). */
+  start: number;
+  end: number;
   /** Characters this line takes in the body, from its first to its last physical line, line ends included. */
   span: number;
   /** Over MAX_LINE_BYTES as written: `text` is not kept. */
@@ -97,8 +100,9 @@ const READ = new Set(['N', 'FN', 'EMAIL', 'TEL', 'BDAY', 'X-ADDITIONAL-DATA']);
  * MAX_LINE_BYTES is its card's error. Each line is read once, so the time is linear in the body.
  * Never throws.
  */
-export function parseVcards(text: string, options: ImportOptions = {}): ImportResult {
-  const lines = logicalLines(text.startsWith('\uFEFF') ? text.slice(1) : text);
+export function parseVcards(body: string, options: ImportOptions = {}): ImportResult {
+  const text = body.startsWith('\uFEFF') ? body.slice(1) : body;
+  const lines = logicalLines(text);
   const maxEntries = options.maxEntries ?? Infinity;
   const entries: ImportEntry[] = [];
   let card: OpenCard | null = null;
@@ -126,20 +130,17 @@ export function parseVcards(text: string, options: ImportOptions = {}): ImportRe
       entries.push(card.problem === null ? entryOf(card) : { entry: card.entry, detail: card.problem });
       card = null;
     } else {
-      if (isQuotedPrintable(property)) {
+      if (isQuotedPrintable(property) && property.value.endsWith('=')) {
         // Quoted-printable soft line breaks: a value ending in '=' goes on on the next line. The
-        // pieces are joined once, so a long run of them costs no more than their length.
-        const pieces: string[] = [];
-        let last = property.value;
+        // lines it goes on to are cut from the body once, and their breaks removed in one pass.
+        let last = line;
         let span = line.span;
-        while (last.endsWith('=') && !next.done && span <= MAX_LINE_BYTES) {
-          pieces.push(last.slice(0, -1));
-          const continuation = next.value;
+        while (last.text.endsWith('=') && !next.done && span <= MAX_LINE_BYTES) {
+          last = next.value;
           next = lines.next();
-          span += continuation.tooLong ? Infinity : continuation.span;
-          last = continuation.text;
+          span += last.tooLong ? Infinity : last.span;
         }
-        const value = span > MAX_LINE_BYTES ? null : [...pieces, last].join('');
+        const value = span > MAX_LINE_BYTES ? null : property.value.slice(0, -1) + softBreaksRemoved(text.slice(line.start + line.span, last.end));
         // At most 3 UTF-8 bytes per UTF-16 unit: only a value a third as long as the limit needs counting.
         if (value === null || (span > MAX_LINE_BYTES / 3 && Buffer.byteLength(value) > MAX_LINE_BYTES)) {
           card.problem ??= tooLongLine(line);
@@ -157,9 +158,10 @@ export function parseVcards(text: string, options: ImportOptions = {}): ImportRe
 const tooLongLine = (line: Line) => `vCard line ${line.number} is longer than ${MAX_LINE_BYTES} bytes`;
 const TOO_MANY_IGNORED_LINES = `Too many blank lines or lines outside cards in one import (max ${MAX_BLANK_LINES})`;
 
-const LINE_END = /\r\n|\n|\r/g;
 const SPACE = 0x20;
 const TAB = 0x09;
+const CR = 0x0d;
+const LF = 0x0a;
 
 /**
  * Physical lines (CRLF, LF or a lone CR) joined into logical ones: a line starting with a space or
@@ -167,30 +169,42 @@ const TAB = 0x09;
  * longer than MAX_LINE_BYTES as written is `tooLong`, and its text is not kept.
  */
 function* logicalLines(text: string): Generator<Line> {
-  let current: { pieces: string[]; number: number; start: number; span: number } | null = null;
-  const finish = ({ pieces, number, start, span }: NonNullable<typeof current>): Line => {
+  let current: { first: string; rest: string[] | null; number: number; start: number; end: number; span: number } | null = null;
+  const finish = ({ first, rest, number, start, end, span }: NonNullable<typeof current>): Line => {
     // At most 3 UTF-8 bytes per UTF-16 unit: only a line a third as long as the limit needs counting.
     const tooLong = span > MAX_LINE_BYTES || (span > MAX_LINE_BYTES / 3 && Buffer.byteLength(text.slice(start, start + span)) > MAX_LINE_BYTES);
-    return { text: tooLong ? '' : pieces.join(''), number, span, tooLong };
+    return { text: tooLong ? '' : rest ? first + rest.join('') : first, number, start, end, span, tooLong };
   };
+  // The next CR and LF at or after `at`, each searched for again only once passed: one pass in all.
+  let nextCr = text.indexOf('\r');
+  let nextLf = text.indexOf('\n');
   let number = 0;
   for (let at = 0; at < text.length; ) {
-    LINE_END.lastIndex = at;
-    const lineEnd = LINE_END.exec(text);
-    const end = lineEnd ? lineEnd.index : text.length;
-    const next = lineEnd ? end + lineEnd[0].length : text.length;
+    if (nextCr !== -1 && nextCr < at) nextCr = text.indexOf('\r', at);
+    if (nextLf !== -1 && nextLf < at) nextLf = text.indexOf('\n', at);
+    const end = Math.min(nextCr === -1 ? text.length : nextCr, nextLf === -1 ? text.length : nextLf);
+    const next = end === text.length ? end : text.charCodeAt(end) === CR && text.charCodeAt(end + 1) === LF ? end + 2 : end + 1;
     number++;
     const first = text.charCodeAt(at);
     if (current && (first === SPACE || first === TAB)) {
       current.span += next - at;
-      if (current.span <= MAX_LINE_BYTES) current.pieces.push(text.slice(at + 1, end));
+      current.end = end;
+      if (current.span <= MAX_LINE_BYTES) (current.rest ??= []).push(text.slice(at + 1, end));
     } else {
       if (current) yield finish(current);
-      current = { pieces: [text.slice(at, end)], number, start: at, span: next - at };
+      current = { first: text.slice(at, end), rest: null, number, start: at, end, span: next - at };
     }
     at = next;
   }
   if (current) yield finish(current);
+}
+
+/**
+ * The lines a quoted-printable value goes on to, as written, made one: folds undone (RFC 6350
+ * §3.2), then each soft line break, an '=' that ends a line, removed with its line end.
+ */
+function softBreaksRemoved(written: string): string {
+  return written.replace(/(?:\r\n|\n|\r)[ \t]/g, '').replace(/=(?:\r\n|\n|\r)/g, '');
 }
 
 function isMarker(property: Property, name: 'BEGIN' | 'END'): boolean {
