@@ -48,6 +48,10 @@ export interface AppConfig {
   passwordQueueLimit: number;
   /** How long an import body read in the worker pool may take, waiting included; past it 503. */
   importParseTimeoutMs: number;
+  /** A larger answer (its JSON body) is not cached. */
+  cacheMaxAnswerBytes: number;
+  /** Bytes of one user's cached answers at most (in Redis, and in each process's memory). */
+  cacheUserBytes: number;
 }
 
 export const PASSWORD_HASH_ALGORITHMS = ['bcrypt', 'argon2id'] as const;
@@ -234,6 +238,8 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     argon2Parallelism: read.integer('ARGON2_PARALLELISM', 1, 1, 16),
     passwordQueueLimit: read.integer('PASSWORD_QUEUE_LIMIT', 64, 1, 100_000),
     importParseTimeoutMs: read.integer('IMPORT_PARSE_TIMEOUT_MS', 10_000, 1, 600_000),
+    cacheMaxAnswerBytes: read.integer('CACHE_MAX_ANSWER_BYTES', 524_288, 0, 16_777_216),
+    cacheUserBytes: read.integer('CACHE_USER_BYTES', 4_194_304, 0, 1_073_741_824),
   };
   if (read.problems.length > 0) throw new ConfigError(read.problems);
   return config;

@@ -73,6 +73,8 @@ t.test('every variable is read', async (t) => {
     ARGON2_PARALLELISM: '2',
     PASSWORD_QUEUE_LIMIT: '200',
     IMPORT_PARSE_TIMEOUT_MS: '4000',
+    CACHE_MAX_ANSWER_BYTES: '65536',
+    CACHE_USER_BYTES: '1048576',
   });
   t.match(config, {
     nodeEnv: 'production',
@@ -99,6 +101,8 @@ t.test('every variable is read', async (t) => {
     argon2Parallelism: 2,
     passwordQueueLimit: 200,
     importParseTimeoutMs: 4000,
+    cacheMaxAnswerBytes: 65_536,
+    cacheUserBytes: 1_048_576,
   });
 });
 
@@ -135,6 +139,8 @@ t.test('a bad value stops loadConfig with a message naming the variable', async 
     [{ PASSWORD_QUEUE_LIMIT: '0' }, 'PASSWORD_QUEUE_LIMIT', /^PASSWORD_QUEUE_LIMIT must be a whole number from 1 to 100000, got '0'$/],
     [{ PASSWORD_QUEUE_LIMIT: 'unbounded' }, 'PASSWORD_QUEUE_LIMIT', /^PASSWORD_QUEUE_LIMIT /],
     [{ IMPORT_PARSE_TIMEOUT_MS: '0' }, 'IMPORT_PARSE_TIMEOUT_MS', /^IMPORT_PARSE_TIMEOUT_MS must be a whole number from 1 to 600000, got '0'$/],
+    [{ CACHE_MAX_ANSWER_BYTES: '16777217' }, 'CACHE_MAX_ANSWER_BYTES', /^CACHE_MAX_ANSWER_BYTES must be a whole number from 0 to 16777216, got '16777217'$/],
+    [{ CACHE_USER_BYTES: '4 MiB' }, 'CACHE_USER_BYTES', /^CACHE_USER_BYTES /],
   ];
   for (const [env, name, message] of cases) {
     const error = await loadConfig({ ...base, ...env }).then(() => null, (e: unknown) => e);
