@@ -123,7 +123,7 @@ export function memoryCache(limits: CacheLimits): AnswerCache & { stop: () => vo
     async invalidate(userId) {
       generations.set(userId, generationOf(userId) + 1);
     },
-    stop: answers.stop,
+    stop: () => answers.stop(),
   };
 }
 
@@ -270,7 +270,7 @@ export function redisCache(
         log.debug({ userId }, 'cache invalidation failed; bypassing the cache for this user for an hour');
       }
     },
-    stop: nearby.stop,
+    stop: () => nearby.stop(),
   };
 }
 
