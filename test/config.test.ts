@@ -75,6 +75,7 @@ t.test('every variable is read', async (t) => {
     IMPORT_PARSE_TIMEOUT_MS: '4000',
     CACHE_MAX_ANSWER_BYTES: '65536',
     CACHE_USER_BYTES: '1048576',
+    AVATAR_RENDER_QUEUE_LIMIT: '0',
   });
   t.match(config, {
     nodeEnv: 'production',
@@ -103,6 +104,7 @@ t.test('every variable is read', async (t) => {
     importParseTimeoutMs: 4000,
     cacheMaxAnswerBytes: 65_536,
     cacheUserBytes: 1_048_576,
+    avatarRenderQueueLimit: 0,
   });
 });
 
@@ -141,6 +143,7 @@ t.test('a bad value stops loadConfig with a message naming the variable', async 
     [{ IMPORT_PARSE_TIMEOUT_MS: '0' }, 'IMPORT_PARSE_TIMEOUT_MS', /^IMPORT_PARSE_TIMEOUT_MS must be a whole number from 1 to 600000, got '0'$/],
     [{ CACHE_MAX_ANSWER_BYTES: '16777217' }, 'CACHE_MAX_ANSWER_BYTES', /^CACHE_MAX_ANSWER_BYTES must be a whole number from 0 to 16777216, got '16777217'$/],
     [{ CACHE_USER_BYTES: '4 MiB' }, 'CACHE_USER_BYTES', /^CACHE_USER_BYTES /],
+    [{ AVATAR_RENDER_QUEUE_LIMIT: '1001' }, 'AVATAR_RENDER_QUEUE_LIMIT', /^AVATAR_RENDER_QUEUE_LIMIT must be a whole number from 0 to 1000, got '1001'$/],
   ];
   for (const [env, name, message] of cases) {
     const error = await loadConfig({ ...base, ...env }).then(() => null, (e: unknown) => e);

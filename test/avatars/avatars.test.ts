@@ -286,8 +286,8 @@ t.test('refused uploads store nothing and leave the previous avatar in place', a
       broken[sample.length >> 1]! ^= 0xff;
       return upload(app, session, broken, 'image/png');
     }, 422, 'Not a valid image'],
-    ['a decompression bomb (50000×50000 in a few hundred bytes)', async () => upload(app, session, pngBomb(), 'image/png'), 422, 'Image is too large: at most 40 megapixels'],
-    ['a header just past 40 megapixels', async () => upload(app, session, pngBomb(8001, 5000), 'image/png'), 422, 'Image is too large: at most 40 megapixels'],
+    ['a decompression bomb (50000×50000 in a few hundred bytes)', async () => upload(app, session, pngBomb(), 'image/png'), 422, 'Image is too large: at most 16 megapixels'],
+    ['a header just past 16 megapixels', async () => upload(app, session, pngBomb(4001, 4000), 'image/png'), 422, 'Image is too large: at most 16 megapixels'],
     ['multipart: no file', () => uploadForm(app, session, []), 422, 'body/file is required'],
     ['multipart: `file` as a text field', () => uploadForm(app, session, [{ name: 'file', data: 'not a file' }]), 422, 'body/file must be a file'],
     ['multipart: two files', () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', data: valid }, { name: 'file', filename: 'b.png', data: valid }]), 422, 'body must contain at most 1 file'],
@@ -315,13 +315,48 @@ t.test('refused uploads store nothing and leave the previous avatar in place', a
   await expectServed(t, app, url);
 });
 
-t.test('an image of exactly 40 megapixels is taken', async (t) => {
+t.test('an image of exactly 16 megapixels is taken', async (t) => {
   const app = await buildAccountsApp(t);
   const session = await loggedInUser(app);
-  const large = await sharp({ create: { width: 8000, height: 5000, channels: 3, background: '#00ff00' } }).png().toBuffer();
+  const large = await sharp({ create: { width: 4000, height: 4000, channels: 3, background: '#00ff00' } }).png().toBuffer();
   t.ok(large.length < 2 * MiB, `${large.length} bytes`);
   const avatar = await expectServed(t, app, expectAvatarUser(t, await upload(app, session, large, 'image/png'), session));
   t.ok(near(await pixelAt(avatar, 128, 128), GREEN));
+});
+
+t.test('an interlaced or 16-bit PNG, which libpng decodes whole, is taken up to 4 megapixels and refused past it', async (t) => {
+  const app = await buildAccountsApp(t);
+  const session = await loggedInUser(app);
+  const green = (width: number, height: number) => sharp({ create: { width, height, channels: 3, background: '#00ff00' } });
+  const refusal = 'Image is too large: an interlaced or 16-bit PNG may have at most 4 megapixels';
+  const cases: [string, Promise<Buffer>, string | null][] = [
+    ['interlaced, 2000×2000', green(2000, 2000).png({ progressive: true }).toBuffer(), null],
+    ['16-bit, 2000×2000', green(2000, 2000).toColourspace('rgb16').png().toBuffer(), null],
+    ['interlaced 16-bit, 2000×2000', green(2000, 2000).toColourspace('rgb16').png({ progressive: true }).toBuffer(), null],
+    ['interlaced, 2001×2000', green(2001, 2000).png({ progressive: true }).toBuffer(), refusal],
+    ['16-bit, 4000×1001', green(4000, 1001).toColourspace('rgb16').png().toBuffer(), refusal],
+    ['8-bit, not interlaced, 4000×4000', green(4000, 4000).png().toBuffer(), null],
+  ];
+  for (const [label, image, detail] of cases) {
+    const res = await upload(app, session, await image, 'image/png');
+    if (detail === null) t.equal(res.statusCode, 200, label);
+    else expectError(t, res, 422, detail, label);
+  }
+});
+
+t.test('renders take turns: past AVATAR_RENDER_QUEUE_LIMIT waiting, an upload is 503 with Retry-After', async (t) => {
+  const app = await buildAccountsApp(t, { env: { AVATAR_RENDER_QUEUE_LIMIT: '0' } });
+  const session = await loggedInUser(app);
+  // A progressive JPEG of 16 megapixels: a render long enough for the others to arrive meanwhile.
+  const photo = await sharp({ create: { width: 4000, height: 4000, channels: 3, background: '#0000ff' } }).jpeg({ progressive: true }).toBuffer();
+  const answers = await Promise.all(Array.from({ length: 4 }, () => upload(app, session, photo, 'image/jpeg')));
+  const statuses = answers.map((res) => res.statusCode);
+  t.ok(statuses.includes(200) && statuses.includes(503), `one renders, the others find it busy: ${statuses.join(', ')}`);
+  for (const res of answers.filter((answer) => answer.statusCode === 503)) {
+    t.same(res.json(), { detail: 'Too many avatar uploads in progress; try again later' });
+    t.ok(Number(res.headers['retry-after']) >= 1, `Retry-After: ${res.headers['retry-after']}`);
+  }
+  t.equal((await upload(app, session, photo, 'image/jpeg')).statusCode, 200, 'once it is done, the next is taken');
 });
 
 t.test('authentication comes first: 401 before 413, 415 and 422', async (t) => {
