@@ -2,7 +2,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import t from 'tap';
-import { csvHeader, csvRowOf, parseCsv } from '../../../src/contacts/formats/csv.js';
+import { csvHeader, csvRowOf, defuse, parseCsv } from '../../../src/contacts/formats/csv.js';
 import type { Contact, ImportEntry, ImportFields } from '../../../src/contacts/formats/entries.js';
 import { jane, randomText } from './samples.js';
 
@@ -263,4 +263,24 @@ t.test('round trip: random contacts survive exactly', async (t) => {
     { seed: SEED, numRuns: 300 },
   );
   t.pass('300 random files');
+});
+
+t.test('round trip: values that start with formula characters or quotes survive exactly, and export defuses them', async (t) => {
+  const start = fc.constantFrom('=', '+', '-', '@', '\t', '\r', '\0', "'", "''", "'=", '"', ' ', 'a');
+  const value = fc.tuple(fc.array(start, { maxLength: 3 }), fc.string({ unit: 'binary', maxLength: 10 })).map(([head, rest]) => head.join('') + rest);
+  const formulaStart = /^[=+\-@\t\r\0]/;
+  fc.assert(
+    fc.property(fc.record({ first_name: value, last_name: value, email: value, phone: value, birthday: value }), (fields) => {
+      const contact: Contact = { ...jane, ...fields, additional_data: null };
+      const body = csvHeader() + csvRowOf(contact);
+      const entries = entriesOf(body);
+      const read = entries[0]!;
+      if (!('fields' in read) || !isDeepStrictEqual(entries, [{ entry: 1, fields: fieldsFrom(contact) }])) return false;
+      // What a cell holds (inside its quotes, if quoted) never starts with a formula character.
+      const defused = [fields.first_name, fields.last_name, fields.email, fields.birthday].every((field) => !formulaStart.test(defuse(field)));
+      return defused && csvHeader() + csvRowOf({ ...contact, ...read.fields, additional_data: null }) === body;
+    }),
+    { seed: SEED, numRuns: 500 },
+  );
+  t.pass('500 random contacts');
 });
