@@ -324,41 +324,6 @@ t.test('an image of exactly 16 megapixels is taken', async (t) => {
   t.ok(near(await pixelAt(avatar, 128, 128), GREEN));
 });
 
-t.test('an interlaced or 16-bit PNG, which libpng decodes whole, is taken up to 4 megapixels and refused past it', async (t) => {
-  const app = await buildAccountsApp(t);
-  const session = await loggedInUser(app);
-  const green = (width: number, height: number) => sharp({ create: { width, height, channels: 3, background: '#00ff00' } });
-  const refusal = 'Image is too large: an interlaced or 16-bit PNG may have at most 4 megapixels';
-  const cases: [string, Promise<Buffer>, string | null][] = [
-    ['interlaced, 2000×2000', green(2000, 2000).png({ progressive: true }).toBuffer(), null],
-    ['16-bit, 2000×2000', green(2000, 2000).toColourspace('rgb16').png().toBuffer(), null],
-    ['interlaced 16-bit, 2000×2000', green(2000, 2000).toColourspace('rgb16').png({ progressive: true }).toBuffer(), null],
-    ['interlaced, 2001×2000', green(2001, 2000).png({ progressive: true }).toBuffer(), refusal],
-    ['16-bit, 4000×1001', green(4000, 1001).toColourspace('rgb16').png().toBuffer(), refusal],
-    ['8-bit, not interlaced, 4000×4000', green(4000, 4000).png().toBuffer(), null],
-  ];
-  for (const [label, image, detail] of cases) {
-    const res = await upload(app, session, await image, 'image/png');
-    if (detail === null) t.equal(res.statusCode, 200, label);
-    else expectError(t, res, 422, detail, label);
-  }
-});
-
-t.test('renders take turns: past AVATAR_RENDER_QUEUE_LIMIT waiting, an upload is 503 with Retry-After', async (t) => {
-  const app = await buildAccountsApp(t, { env: { AVATAR_RENDER_QUEUE_LIMIT: '0' } });
-  const session = await loggedInUser(app);
-  // A progressive JPEG of 16 megapixels: a render long enough for the others to arrive meanwhile.
-  const photo = await sharp({ create: { width: 4000, height: 4000, channels: 3, background: '#0000ff' } }).jpeg({ progressive: true }).toBuffer();
-  const answers = await Promise.all(Array.from({ length: 4 }, () => upload(app, session, photo, 'image/jpeg')));
-  const statuses = answers.map((res) => res.statusCode);
-  t.ok(statuses.includes(200) && statuses.includes(503), `one renders, the others find it busy: ${statuses.join(', ')}`);
-  for (const res of answers.filter((answer) => answer.statusCode === 503)) {
-    t.same(res.json(), { detail: 'Too many avatar uploads in progress; try again later' });
-    t.ok(Number(res.headers['retry-after']) >= 1, `Retry-After: ${res.headers['retry-after']}`);
-  }
-  t.equal((await upload(app, session, photo, 'image/jpeg')).statusCode, 200, 'once it is done, the next is taken');
-});
-
 t.test('authentication comes first: 401 before 413, 415 and 422', async (t) => {
   const app = await buildAccountsApp(t);
   const session = await loggedInUser(app);
