@@ -36,7 +36,7 @@ const EXPORTS = {
  * Bodies up to this size are read on the event loop, which takes a few milliseconds at most; larger
  * ones in app.workerPool's thread, within IMPORT_PARSE_TIMEOUT_MS.
  */
-export const IN_PLACE_MAX_BYTES = 8192;
+const IN_PLACE_MAX_BYTES = 8192;
 const PARSE_WORKER = new URL('./formats/import-worker.js', import.meta.url);
 
 /** An import entry is a create: checked as the route checks a create's body. */
