@@ -43,44 +43,87 @@ export const MAX_TTL_MS = 3_600_000;
 const MEMORY_BYTES = 64 * 1024 * 1024;
 const PURGE_INTERVAL_MS = 60_000;
 
-interface Remembered {
-  generation: number;
-  answer: CachedAnswer;
+/** How much the cache holds for one answer and for one user (CACHE_MAX_ANSWER_BYTES, CACHE_USER_BYTES). */
+export interface CacheLimits {
+  /** A larger answer (its JSON body, in UTF-8) is not cached at all. */
+  maxAnswerBytes: number;
+  /** Bytes of one user's unexpired answers, in Redis and in each process's memory; past it new answers are not cached. */
+  userBytes: number;
 }
 
-/** Answers kept in this process, bounded by size; expired ones are purged every minute. */
-function answerMemory(): { answers: LRUCache<string, Remembered>; stop: () => void } {
+/** Whether `answer` is small enough to cache at all. */
+const cacheable = (answer: CachedAnswer, limits: CacheLimits) => Buffer.byteLength(answer.body) <= limits.maxAnswerBytes;
+
+interface Remembered {
+  userId: number;
+  generation: number;
+  answer: CachedAnswer;
+  /** What the entry takes in memory: UTF-16 code units, plus room for the headers and the entry itself. */
+  size: number;
+}
+
+interface AnswerMemory {
+  get(userId: number, key: string): Remembered | undefined;
+  /** Keeps the answer for `ttlMs` unless that would take the user past `userBytes`. */
+  set(userId: number, key: string, generation: number, answer: CachedAnswer, ttlMs: number): void;
+  stop(): void;
+}
+
+/**
+ * Answers kept in this process, bounded by size in all and per user; the least recently used go
+ * first, and expired ones are purged every minute.
+ */
+function answerMemory(limits: CacheLimits): AnswerMemory {
+  const usage = new Map<number, number>();
   const answers = new LRUCache<string, Remembered>({
     maxSize: MEMORY_BYTES,
-    // UTF-16 code units, plus room for the headers and the entry itself.
-    sizeCalculation: (entry) => entry.answer.body.length * 2 + 512,
+    sizeCalculation: (entry) => entry.size,
     ttlAutopurge: false,
+    // Evicted, expired, replaced or deleted: no longer the user's.
+    dispose: ({ userId, size }) => {
+      const left = (usage.get(userId) ?? 0) - size;
+      if (left > 0) usage.set(userId, left);
+      else usage.delete(userId);
+    },
   });
   const purge = setInterval(() => answers.purgeStale(), PURGE_INTERVAL_MS);
   purge.unref();
-  return { answers, stop: () => clearInterval(purge) };
+  return {
+    get: (userId, key) => answers.get(`${userId} ${key}`),
+    set(userId, key, generation, answer, ttlMs) {
+      const size = answer.body.length * 2 + 512;
+      const replaced = answers.peek(`${userId} ${key}`)?.size ?? 0;
+      if ((usage.get(userId) ?? 0) - replaced + size > limits.userBytes) return;
+      answers.set(`${userId} ${key}`, { userId, generation, answer, size }, { ttl: ttlMs });
+      if (answers.has(`${userId} ${key}`)) usage.set(userId, (usage.get(userId) ?? 0) + size);
+    },
+    stop: () => clearInterval(purge),
+  };
 }
 
 const cappedTtl = (ttlMs: number) => Math.min(MAX_TTL_MS, Math.max(1, Math.floor(ttlMs)));
 
-/** Cache in this process only: generations in a map that is never evicted, answers in a size-bounded LRU. */
-export function memoryCache(): AnswerCache & { stop: () => void } {
-  const { answers, stop } = answerMemory();
+/**
+ * Cache in this process only: generations in a map that is never evicted, answers in an LRU bounded
+ * by size in all and per user; an answer over `limits.maxAnswerBytes` is not kept.
+ */
+export function memoryCache(limits: CacheLimits): AnswerCache & { stop: () => void } {
+  const answers = answerMemory(limits);
   const generations = new Map<number, number>();
   const generationOf = (userId: number) => generations.get(userId) ?? 0;
   return {
     async read(userId, key) {
       const generation = generationOf(userId);
-      const remembered = answers.get(`${userId} ${key}`);
+      const remembered = answers.get(userId, key);
       return { answer: remembered?.generation === generation ? remembered.answer : undefined, generation };
     },
     async write(userId, key, generation, answer, ttlMs) {
-      if (generation === generationOf(userId)) answers.set(`${userId} ${key}`, { generation, answer }, { ttl: cappedTtl(ttlMs) });
+      if (generation === generationOf(userId) && cacheable(answer, limits)) answers.set(userId, key, generation, answer, cappedTtl(ttlMs));
     },
     async invalidate(userId) {
       generations.set(userId, generationOf(userId) + 1);
     },
-    stop,
+    stop: () => answers.stop(),
   };
 }
 
@@ -100,6 +143,34 @@ if generation == ARGV[2] then return {generation} end
 return {generation, redis.call('GET', ARGV[1] .. generation .. ':' .. ARGV[3])}
 `;
 
+/**
+ * Stores an answer (KEYS[1]) unless the user's unexpired answers would then take more than their
+ * budget. The user's ledger (KEYS[2], a sorted set of "size key" by expiry) and byte count (KEYS[3])
+ * say how much that is; entries past their expiry leave both first. ARGV: the stored answer, its TTL
+ * in ms, now in ms, its size in bytes, the budget, and the longest TTL (the ledger's own lifetime).
+ * An answer written again under the same key and size is counted once. Returns 1 when stored.
+ */
+const WRITE_SCRIPT = `
+local now = tonumber(ARGV[3])
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+if #expired > 0 then
+  local freed = 0
+  for _, entry in ipairs(expired) do freed = freed + tonumber(string.match(entry, '^%d+')) end
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  if redis.call('DECRBY', KEYS[3], freed) < 0 then redis.call('SET', KEYS[3], 0) end
+end
+local size = tonumber(ARGV[4])
+local entry = ARGV[4] .. ' ' .. KEYS[1]
+local counted = redis.call('ZSCORE', KEYS[2], entry)
+if not counted and tonumber(redis.call('GET', KEYS[3]) or '0') + size > tonumber(ARGV[5]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), entry)
+if not counted then redis.call('INCRBY', KEYS[3], size) end
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
+redis.call('PEXPIRE', KEYS[3], ARGV[6])
+return 1
+`;
+
 /** Moves the user to the next generation; a missing one starts above every earlier one, as in READ_SCRIPT. */
 const INVALIDATE_SCRIPT = `
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[1]) end
@@ -108,8 +179,12 @@ return redis.call('INCR', KEYS[1])
 
 interface CacheCommands {
   cacheRead(generationKey: string, answerPrefix: string, heldGeneration: string, key: string, firstGeneration: string): Promise<[string, string | null] | [string]>;
+  cacheWrite(answerKey: string, ledgerKey: string, bytesKey: string, stored: string, ttlMs: number, nowMs: number, size: number, budget: number, maxTtlMs: number): Promise<number>;
   cacheInvalidate(generationKey: string, firstGeneration: string): Promise<number>;
 }
+
+/** What an answer takes in Redis beyond its stored text: its key, twice (the ledger names it), and the entries' overhead. */
+const PER_ANSWER_BYTES = 256;
 
 /** A first generation above any this deployment handed out before: microseconds of the wall clock. */
 const firstGeneration = (nowMs: number) => String(nowMs * 1000);
@@ -125,14 +200,16 @@ export function redisCache(
   client: Redis,
   prefix: string,
   log: FastifyBaseLogger,
+  limits: CacheLimits,
   now: () => number = Date.now,
 ): AnswerCache & { stop: () => void } {
   if (!('cacheRead' in client)) {
     client.defineCommand('cacheRead', { numberOfKeys: 1, lua: READ_SCRIPT });
+    client.defineCommand('cacheWrite', { numberOfKeys: 3, lua: WRITE_SCRIPT });
     client.defineCommand('cacheInvalidate', { numberOfKeys: 1, lua: INVALIDATE_SCRIPT });
   }
   const redis = client as Redis & CacheCommands;
-  const { answers: nearby, stop } = answerMemory();
+  const nearby = answerMemory(limits);
   const userKey = (userId: number) => `${prefix}{u${userId}}:`;
 
   // Settled: right after a reconnection the odd command still fails, which is no new outage.
@@ -151,7 +228,7 @@ export function redisCache(
   return {
     async read(userId, key) {
       if (bypassed(userId)) return { answer: undefined, generation: null };
-      const held = nearby.get(`${userId} ${key}`);
+      const held = nearby.get(userId, key);
       let reply;
       try {
         reply = await redis.cacheRead(`${userKey(userId)}g`, `${userKey(userId)}a:`, String(held?.generation ?? ''), key, firstGeneration(now()));
@@ -164,14 +241,18 @@ export function redisCache(
       if (held?.generation === generation) return { answer: held.answer, generation };
       const stored = reply[1] ? parseStored(reply[1]) : undefined;
       if (!stored || stored.expiresAt <= now()) return { answer: undefined, generation };
-      nearby.set(`${userId} ${key}`, { generation, answer: stored.answer }, { ttl: stored.expiresAt - now() });
+      nearby.set(userId, key, generation, stored.answer, stored.expiresAt - now());
       return { answer: stored.answer, generation };
     },
     async write(userId, key, generation, answer, ttlMs) {
+      if (!cacheable(answer, limits)) return;
       const ttl = cappedTtl(ttlMs);
-      nearby.set(`${userId} ${key}`, { generation, answer }, { ttl });
+      nearby.set(userId, key, generation, answer, ttl);
+      const answerKey = `${userKey(userId)}a:${generation}:${key}`;
+      const stored = formatStored(answer, now() + ttl);
+      const size = Buffer.byteLength(stored) + 2 * answerKey.length + PER_ANSWER_BYTES;
       try {
-        await redis.set(`${userKey(userId)}a:${generation}:${key}`, formatStored(answer, now() + ttl), 'PX', ttl);
+        await redis.cacheWrite(answerKey, `${userKey(userId)}ledger`, `${userKey(userId)}bytes`, stored, ttl, now(), size, limits.userBytes, MAX_TTL_MS);
         outage.answered();
       } catch (error) {
         outage.failed(error);
@@ -189,7 +270,7 @@ export function redisCache(
         log.debug({ userId }, 'cache invalidation failed; bypassing the cache for this user for an hour');
       }
     },
-    stop,
+    stop: () => nearby.stop(),
   };
 }
 
@@ -220,12 +301,15 @@ const LOOKUPS = {
 } as const;
 
 /**
- * `app.cache`: Redis under `${redisKeyPrefix}cache:` when a Redis client exists, else in this
- * process only. Each read counts in `contacts_cache_lookups_total`.
+ * `app.cache`: Redis under `${redisKeyPrefix}cache:` when a Redis client exists, else in this process
+ * only; answers over CACHE_MAX_ANSWER_BYTES are not cached, and each user's take CACHE_USER_BYTES at
+ * most. Each read counts in `contacts_cache_lookups_total`.
  */
 export default fp(
   async (app) => {
-    const cache = app.redisClient ? redisCache(app.redisClient, `${app.config.redisKeyPrefix}cache:`, app.log) : memoryCache();
+    const { cacheMaxAnswerBytes: maxAnswerBytes, cacheUserBytes: userBytes } = app.config;
+    const limits = { maxAnswerBytes, userBytes };
+    const cache = app.redisClient ? redisCache(app.redisClient, `${app.config.redisKeyPrefix}cache:`, app.log, limits) : memoryCache(limits);
     const lookups = app.metrics.counter(LOOKUPS);
     const [hits, misses] = [lookups.labels('hit'), lookups.labels('miss')];
     app.decorate('cache', {

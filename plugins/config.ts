@@ -52,6 +52,14 @@ export interface AppConfig {
   metricsToken: string | null;
   /** OpenTelemetry tracing; null (OTEL_EXPORTER_OTLP_ENDPOINT unset) loads none of it. */
   tracing: TracingConfig | null;
+  /** How long an import body read in the worker pool may take, waiting included; past it 503. */
+  importParseTimeoutMs: number;
+  /** A larger answer (its JSON body) is not cached. */
+  cacheMaxAnswerBytes: number;
+  /** Bytes of one user's cached answers at most (in Redis, and in each process's memory). */
+  cacheUserBytes: number;
+  /** Avatar renders that may wait for this process's one render at a time; past it 503. */
+  avatarRenderQueueLimit: number;
 }
 
 export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
@@ -294,6 +302,10 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     metricsEnabled: read.boolean('METRICS_ENABLED', true),
     metricsToken,
     tracing: tracing(read),
+    importParseTimeoutMs: read.integer('IMPORT_PARSE_TIMEOUT_MS', 10_000, 1, 600_000),
+    cacheMaxAnswerBytes: read.integer('CACHE_MAX_ANSWER_BYTES', 524_288, 0, 16_777_216),
+    cacheUserBytes: read.integer('CACHE_USER_BYTES', 4_194_304, 0, 1_073_741_824),
+    avatarRenderQueueLimit: read.integer('AVATAR_RENDER_QUEUE_LIMIT', 8, 0, 1000),
   };
   if (read.problems.length > 0) throw new ConfigError(read.problems);
   return config;

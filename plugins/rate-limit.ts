@@ -1,6 +1,7 @@
 import fastifyRateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { LRUCache } from 'lru-cache';
 import { TooManyRequests } from './http/errors.js';
 import { outageLog } from './outage-log.js';
 
@@ -20,6 +21,35 @@ const RATE_LIMITED = {
 } as const;
 
 const WINDOW_MS = 60_000;
+/** Buckets the in-process fallback remembers; the least recently used go first. */
+const FALLBACK_BUCKETS = 100_000;
+
+/** What a count says, as @fastify/rate-limit's limiter answers it for a request it does not allow-list. */
+interface Count {
+  max: number;
+  remaining: number;
+  ttlInSeconds: number;
+  isAllowed: false;
+  isExceeded: boolean;
+}
+
+/**
+ * Counting in this process, for while the shared store refuses (Redis down, or full and answering
+ * OOM): a fixed one-minute window per bucket, as the store counts. Each instance then allows the
+ * limit on its own, so N instances allow N times it, but nobody is unlimited.
+ */
+function fallbackCounter(now: () => number = Date.now): (bucket: Bucket) => Count {
+  const windows = new LRUCache<string, { count: number; endsAt: number }>({ max: FALLBACK_BUCKETS });
+  return ({ key, max }) => {
+    const at = now();
+    let window = windows.get(key);
+    if (!window || window.endsAt <= at) window = { count: 0, endsAt: at + WINDOW_MS };
+    window.count++;
+    windows.set(key, window);
+    const remaining = Math.max(0, max - window.count);
+    return { max, remaining, ttlInSeconds: Math.ceil((window.endsAt - at) / 1000), isAllowed: false, isExceeded: window.count > max };
+  };
+}
 
 /**
  * Only the API is limited; docs, openapi.*, health probes and pages are not. The matched route
@@ -79,21 +109,22 @@ export default fp(
     }
 
     // Settled: right after a reconnection the odd command still fails, which is no new outage.
-    const outage = outageLog(app.log, { down: 'rate-limit store unavailable; requests are not counted', up: 'rate-limit store reachable again' }, 1_000);
+    const outage = outageLog(app.log, { down: 'rate-limit store unavailable; counting in this process', up: 'rate-limit store reachable again' }, 1_000);
+    const countHere = fallbackCounter();
 
     app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
       const bucket = bucketOf(request);
       if (!bucket) return;
       buckets.set(request, bucket);
-      let state;
+      let state: Awaited<ReturnType<typeof count>> | Count;
       try {
         state = await count(request);
+        outage.answered();
       } catch (err) {
-        // The library's skipOnError would hide the outage; this lets requests through as well, and says so.
+        // The library's skipOnError would let every request through; this counts here instead, and says so.
         outage.failed(err);
-        return;
+        state = countHere(bucket);
       }
-      outage.answered();
       if (state.isAllowed) return;
       const resetSeconds = Math.max(1, state.ttlInSeconds);
       reply.header('X-RateLimit-Limit', state.max);

@@ -12,6 +12,7 @@ import passwordsPlugin from '../plugins/passwords.js';
 import rateLimitPlugin from '../plugins/rate-limit.js';
 import redisPlugin from '../plugins/redis.js';
 import type { Tracing } from '../plugins/tracing.js';
+import workerPoolPlugin from '../plugins/worker-pool.js';
 import { findTokenCutOff } from './auth/auth.repository.js';
 import { authHandlers } from './auth/auth.routes.js';
 import { avatarsHandlers } from './avatars/avatars.routes.js';
@@ -75,6 +76,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   await app.register(cachePlugin);
   await app.register(authPlugin, { loadCutOff: (userId) => findTokenCutOff(app.db, userId), soleInstance: !config.databaseUrl });
   await app.register(passwordsPlugin);
+  await app.register(workerPoolPlugin);
   await app.register(rateLimitPlugin);
   await app.register(mailPlugin, options.mail ?? {});
   await app.register(docsPlugin);

@@ -72,6 +72,10 @@ t.test('every variable is read', async (t) => {
     ARGON2_TIME_COST: '1',
     ARGON2_PARALLELISM: '2',
     PASSWORD_QUEUE_LIMIT: '200',
+    IMPORT_PARSE_TIMEOUT_MS: '4000',
+    CACHE_MAX_ANSWER_BYTES: '65536',
+    CACHE_USER_BYTES: '1048576',
+    AVATAR_RENDER_QUEUE_LIMIT: '0',
   });
   t.match(config, {
     nodeEnv: 'production',
@@ -97,6 +101,10 @@ t.test('every variable is read', async (t) => {
     argon2TimeCost: 1,
     argon2Parallelism: 2,
     passwordQueueLimit: 200,
+    importParseTimeoutMs: 4000,
+    cacheMaxAnswerBytes: 65_536,
+    cacheUserBytes: 1_048_576,
+    avatarRenderQueueLimit: 0,
   });
 });
 
@@ -132,6 +140,10 @@ t.test('a bad value stops loadConfig with a message naming the variable', async 
     [{ ARGON2_PARALLELISM: '17' }, 'ARGON2_PARALLELISM', /^ARGON2_PARALLELISM must be a whole number from 1 to 16, got '17'$/],
     [{ PASSWORD_QUEUE_LIMIT: '0' }, 'PASSWORD_QUEUE_LIMIT', /^PASSWORD_QUEUE_LIMIT must be a whole number from 1 to 100000, got '0'$/],
     [{ PASSWORD_QUEUE_LIMIT: 'unbounded' }, 'PASSWORD_QUEUE_LIMIT', /^PASSWORD_QUEUE_LIMIT /],
+    [{ IMPORT_PARSE_TIMEOUT_MS: '0' }, 'IMPORT_PARSE_TIMEOUT_MS', /^IMPORT_PARSE_TIMEOUT_MS must be a whole number from 1 to 600000, got '0'$/],
+    [{ CACHE_MAX_ANSWER_BYTES: '16777217' }, 'CACHE_MAX_ANSWER_BYTES', /^CACHE_MAX_ANSWER_BYTES must be a whole number from 0 to 16777216, got '16777217'$/],
+    [{ CACHE_USER_BYTES: '4 MiB' }, 'CACHE_USER_BYTES', /^CACHE_USER_BYTES /],
+    [{ AVATAR_RENDER_QUEUE_LIMIT: '1001' }, 'AVATAR_RENDER_QUEUE_LIMIT', /^AVATAR_RENDER_QUEUE_LIMIT must be a whole number from 0 to 1000, got '1001'$/],
   ];
   for (const [env, name, message] of cases) {
     const error = await loadConfig({ ...base, ...env }).then(() => null, (e: unknown) => e);

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import type { CachedAnswer } from '../cache.js';
 import { namesTag, weakTagOf } from './conditional.js';
@@ -144,17 +145,40 @@ function answerCached(request: FastifyRequest, reply: FastifyReply, cached: Cach
 }
 
 /**
+ * The names of the path and query parameters an operation declares, each sorted: the parts of a
+ * request that can change its answer.
+ */
+function declaredParameters(operation: OperationSpec): { params: string[]; query: string[] } {
+  const { params, querystring } = operation.schema as { params?: { properties?: object }; querystring?: { properties?: object } };
+  return { params: Object.keys(params?.properties ?? {}).sort(), query: Object.keys(querystring?.properties ?? {}).sort() };
+}
+
+/**
+ * The cache key of a request: its declared parameters as validated (coerced, defaults filled in), in
+ * a fixed order, hashed. So `skip=00`, `skip=0` and no `skip` at all are one key, whatever the order
+ * of the parameters, and a key has a fixed size however long the URL.
+ */
+function cacheKeyOf(names: { params: string[]; query: string[] }, request: FastifyRequest): string {
+  const params = request.params as Record<string, unknown>;
+  const query = request.query as Record<string, unknown>;
+  const values = [...names.params.map((name) => [name, params[name]]), ...names.query.map((name) => [name, query[name]])];
+  return createHash('sha256').update(JSON.stringify(values)).digest('base64url');
+}
+
+/**
  * The handler of an operation with `x-cache-ttl`: a user's 200 answers are cached as sent, keyed by
- * the URL as received, for the TTL but never past the next UTC midnight (the date is in the key, so
- * a moved clock never reads yesterday's answer). Writes invalidate the user's answers (app.cache).
- * With `x-weak-etag`, each answer is tagged when it is made, so a cached page and its tag always agree.
+ * the validated parameters (cacheKeyOf), for the TTL but never past the next UTC midnight (the date
+ * is in the key, so a moved clock never reads yesterday's answer). Writes invalidate the user's
+ * answers (app.cache). With `x-weak-etag`, each answer is tagged when it is made, so a cached page and
+ * its tag always agree.
  */
 function cachingHandler(app: FastifyInstance, operationId: string, operation: OperationSpec, handle: Handler): RouteHandlerMethod {
   const ttlMs = (operation.cacheTtl ?? 0) * 1000;
+  const names = declaredParameters(operation);
   return async function cachedAnswer(request, reply) {
     const userId = request.userId!;
     const now = app.now().getTime();
-    const key = `${operationId} ${new Date(now).toISOString().slice(0, 10)} ${request.url}`;
+    const key = `${operationId} ${new Date(now).toISOString().slice(0, 10)} ${cacheKeyOf(names, request)}`;
     const { answer: hit, generation } = await app.cache.read(userId, key);
     if (hit) return answerCached(request, reply, hit, 'HIT');
     const result = await handle(request);

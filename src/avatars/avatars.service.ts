@@ -3,18 +3,26 @@ import type { FastifyInstance } from 'fastify';
 import { NotFound, Unauthorized } from '../../plugins/http/errors.js';
 import { toUser, type User } from '../users/users.service.js';
 import * as repository from './avatars.repository.js';
-import { renderAvatar } from './image.js';
+import { checkUpload, renderAvatar } from './image.js';
+import { RenderQueue } from './render-queue.js';
 
 /** What the avatar operations need from the app. */
 export type AvatarsDeps = Pick<FastifyInstance, 'db' | 'config'>;
+
+/** Renders of this process: one at a time, the others waiting or refused (see RenderQueue). */
+const renders = new RenderQueue();
 
 /** Names are 128 random bits in base64url: unguessable, so avatars cannot be listed by trying names. */
 const NAME = /^[A-Za-z0-9_-]{22}$/;
 const newName = () => randomBytes(16).toString('base64url');
 
-/** Replaces the user's avatar with the rendition of `upload` (422 when it is no usable image); the user as they are now. */
+/**
+ * Replaces the user's avatar with the rendition of `upload` (422 when it is no usable image, 503 when
+ * AVATAR_RENDER_QUEUE_LIMIT renders already wait); the user as they are now.
+ */
 export async function putAvatar(deps: AvatarsDeps, userId: number, upload: Uint8Array): Promise<User> {
-  const image = await renderAvatar(upload);
+  const bytes = await checkUpload(upload);
+  const image = await renders.run(deps.config.avatarRenderQueueLimit, () => renderAvatar(bytes));
   const row = await repository.replaceAvatar(deps.db, userId, newName(), image);
   if (!row) throw new Unauthorized();
   return toUser(row, deps.config.publicBaseUrl);

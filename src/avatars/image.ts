@@ -1,13 +1,22 @@
 import sharp from 'sharp';
 import { ValidationFailed } from '../../plugins/http/errors.js';
 
-/** Width × height an upload may have: checked from its header, before any pixel is decoded. */
-const MAX_IMAGE_PIXELS = 40_000_000;
+/**
+ * Width × height an upload may have, checked from its header before any pixel is decoded: a 12 MP
+ * phone photo fits, and a render costs at most about 50 MiB (a progressive JPEG is the worst).
+ */
+const MAX_IMAGE_PIXELS = 16_000_000;
+/**
+ * The same for an interlaced PNG, or one with more than 8 bits a sample: libpng decodes those whole
+ * (up to 8 bytes a pixel), so 4 megapixels take about 32 MiB. 6324×6324 at 16 bits took 345 MB.
+ */
+const MAX_WHOLE_DECODE_PIXELS = 4_000_000;
 /** The stored rendition is AVATAR_SIZE × AVATAR_SIZE. */
 const AVATAR_SIZE = 256;
 
 export const NOT_AN_IMAGE = 'Not a valid image';
 export const TOO_MANY_PIXELS = `Image is too large: at most ${MAX_IMAGE_PIXELS / 1_000_000} megapixels`;
+export const TOO_MANY_PIXELS_WHOLE = `Image is too large: an interlaced or 16-bit PNG may have at most ${MAX_WHOLE_DECODE_PIXELS / 1_000_000} megapixels`;
 
 type Format = 'png' | 'jpeg' | 'webp';
 
@@ -49,19 +58,29 @@ function sniffFormat(bytes: Buffer): Format | null {
 }
 
 /**
- * The avatar rendition of an uploaded image: oriented by its EXIF tag, centre-cropped and scaled to
- * AVATAR_SIZE square, as WebP, without the upload's metadata. Throws 422 for bytes that are not a
- * PNG, JPEG or WebP image decoding completely, and for more than MAX_IMAGE_PIXELS (a decompression
- * bomb is refused from its header, so its pixels are never decoded).
+ * The bytes of an upload, checked from its header alone (nothing decoded): 422 for bytes that are not
+ * a PNG, JPEG or WebP image reaching its end, for more than MAX_IMAGE_PIXELS (a decompression bomb
+ * costs nothing), and for an interlaced or 16-bit PNG over MAX_WHOLE_DECODE_PIXELS.
  */
-export async function renderAvatar(upload: Uint8Array): Promise<Buffer> {
+export async function checkUpload(upload: Uint8Array): Promise<Buffer> {
   const bytes = Buffer.from(upload.buffer, upload.byteOffset, upload.byteLength);
   const format = sniffFormat(bytes);
   if (format === null || !reachesItsEnd(bytes, format)) throw new ValidationFailed(NOT_AN_IMAGE);
-  // The header alone: dimensions and format, nothing decoded.
   const header = await sharp(bytes, { limitInputPixels: false }).metadata().catch(() => null);
   if (!header || header.format !== format || !header.width || !header.height) throw new ValidationFailed(NOT_AN_IMAGE);
-  if (header.width * header.height > MAX_IMAGE_PIXELS) throw new ValidationFailed(TOO_MANY_PIXELS);
+  const pixels = header.width * header.height;
+  if (pixels > MAX_IMAGE_PIXELS) throw new ValidationFailed(TOO_MANY_PIXELS);
+  const decodedWhole = format === 'png' && (header.isProgressive === true || (header.bitsPerSample ?? 8) > 8);
+  if (decodedWhole && pixels > MAX_WHOLE_DECODE_PIXELS) throw new ValidationFailed(TOO_MANY_PIXELS_WHOLE);
+  return bytes;
+}
+
+/**
+ * The avatar rendition of an upload `checkUpload` passed: oriented by its EXIF tag, centre-cropped
+ * and scaled to AVATAR_SIZE square, as WebP, without the upload's metadata. Throws 422 when the
+ * image does not decode completely.
+ */
+export async function renderAvatar(bytes: Buffer): Promise<Buffer> {
   try {
     // libvips holds the pixel limit too, and fails on errors and truncation, not on mere warnings.
     return await sharp(bytes, { limitInputPixels: MAX_IMAGE_PIXELS, failOn: 'error' })

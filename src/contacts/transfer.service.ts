@@ -3,22 +3,26 @@ import { open, unlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { TextDecoder } from 'node:util';
+import type { FastifyInstance } from 'fastify';
 import { BadRequest, HttpError } from '../../plugins/http/errors.js';
 import { bodyCheckerOf } from '../../plugins/http/operations.js';
 import type { Metrics } from '../../plugins/metrics.js';
+import { WorkerPoolBusy, WorkerTimedOut } from '../../plugins/worker-pool.js';
 import type { components } from '../generated/openapi.js';
 import { operationTable } from '../generated/operations.js';
 import * as repository from './contacts.repository.js';
 import { applyContactRules, type ContactsDeps, DUPLICATE_EMAIL, invalidate, parseListing, toContact, writableFields } from './contacts.service.js';
-import { csvHeader, csvRowOf, parseCsv } from './formats/csv.js';
+import { csvHeader, csvRowOf } from './formats/csv.js';
 import type { ImportFields, ImportResult } from './formats/entries.js';
-import { parseVcards, vcardOf } from './formats/vcard.js';
+import parseImport, { type ImportType, type ParseTask } from './formats/import-worker.js';
+import { vcardOf } from './formats/vcard.js';
 
 type ContactCreate = components['schemas']['ContactCreate'];
 type ImportReport = components['schemas']['ImportReport'];
 type ExportFormat = 'vcard' | 'csv';
-export type ImportType = 'text/vcard' | 'text/csv';
+export type { ImportType };
+/** What an import needs from the app beyond the contacts' own. */
+export type ImportDeps = ContactsDeps & Pick<FastifyInstance, 'workerPool' | 'config'>;
 
 /** Rows per FETCH: one batch is all an export holds in memory. */
 const EXPORT_BATCH = 500;
@@ -29,10 +33,12 @@ const EXPORTS = {
   csv: { contentType: 'text/csv; charset=utf-8', fileName: 'contacts.csv', header: csvHeader(), entry: csvRowOf },
 } as const;
 
-const PARSERS: Record<ImportType, (text: string, options: { maxEntries: number }) => ImportResult> = {
-  'text/vcard': parseVcards,
-  'text/csv': parseCsv,
-};
+/**
+ * Bodies up to this size are read on the event loop, which takes a few milliseconds at most; larger
+ * ones in app.workerPool's thread, within IMPORT_PARSE_TIMEOUT_MS.
+ */
+const IN_PLACE_MAX_BYTES = 8192;
+const PARSE_WORKER = new URL('./formats/import-worker.js', import.meta.url);
 
 /** Each entry of an import, created or reported in its answer's `errors`. */
 const IMPORT_ENTRIES = {
@@ -102,15 +108,9 @@ export async function exportContacts(deps: ContactsDeps, ownerId: number, format
  * Creates a contact from each valid entry of a vCard or CSV body, all in one transaction, and
  * reports the others by entry number in the wording a create would answer (422 or 409).
  */
-export async function importContacts(deps: ContactsDeps, ownerId: number, type: ImportType, body: Uint8Array): Promise<ImportReport> {
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(body);
-  } catch {
-    throw new BadRequest('The body is not valid UTF-8');
-  }
-  const parsed = PARSERS[type](text, { maxEntries: MAX_IMPORT_ENTRIES + 1 });
-  if (!parsed.ok) throw new BadRequest(parsed.detail);
+export async function importContacts(deps: ImportDeps, ownerId: number, type: ImportType, body: Uint8Array): Promise<ImportReport> {
+  const parsed = await parseBody(deps, { type, body, maxEntries: MAX_IMPORT_ENTRIES + 1 });
+  if (!parsed.ok) throw parsed.tooLarge ? new HttpError(413, parsed.detail) : new BadRequest(parsed.detail);
   if (parsed.entries.length > MAX_IMPORT_ENTRIES) throw new HttpError(413, `Too many contacts in one import (max ${MAX_IMPORT_ENTRIES})`);
 
   const now = deps.now();
@@ -139,6 +139,24 @@ export async function importContacts(deps: ContactsDeps, ownerId: number, type: 
   entries.inc({ result: 'created' }, inserted.size);
   entries.inc({ result: 'rejected' }, errors.length);
   return { created: inserted.size, errors: errors.sort((a, b) => a.entry - b.entry) };
+}
+
+/** The entries of an import body, read in place or in the worker pool (503 when it is busy or the time is up). */
+async function parseBody(deps: ImportDeps, task: ParseTask): Promise<ImportResult> {
+  if (task.body.byteLength <= IN_PLACE_MAX_BYTES) return parseImport(task);
+  const timeoutMs = deps.config.importParseTimeoutMs;
+  try {
+    return await deps.workerPool.run<ImportResult>(PARSE_WORKER, task, timeoutMs);
+  } catch (error) {
+    if (error instanceof WorkerTimedOut) {
+      const seconds = Math.ceil(timeoutMs / 1000);
+      throw new HttpError(503, `Reading the import took longer than ${seconds} s; try again later or send it in smaller files`, { 'Retry-After': seconds });
+    }
+    if (error instanceof WorkerPoolBusy) {
+      throw new HttpError(503, 'Too many imports are being read; try again later', { 'Retry-After': error.retryAfterSeconds });
+    }
+    throw error;
+  }
 }
 
 /** The fields of a create from an entry's, or the 422 `detail` a create with them would answer. */

@@ -206,8 +206,12 @@ export type paths = {
          *     format: whatever type the request declares, they must be a PNG, JPEG or WebP image that
          *     decodes completely (a PNG sent as `image/jpeg` is fine; a GIF is not).
          *
-         *     - The image may be at most 2 MiB (413) and at most 40 megapixels (width × height, read from
-         *       its header before anything is decoded; 422).
+         *     - The image may be at most 2 MiB (413) and at most 16 megapixels (width × height, read from
+         *       its header before anything is decoded; 422). An interlaced PNG, or one with more than 8
+         *       bits a sample, is decoded whole, so it may have at most 4 megapixels (422).
+         *     - An instance renders one upload at a time; at most 8 more wait their turn
+         *       (`AVATAR_RENDER_QUEUE_LIMIT`), in order. Past that the upload is refused with 503 and
+         *       `Retry-After` (the time the waiting renders take at the mean so far), and nothing is stored.
          *     - The service keeps a 256×256 WebP rendition, cropped around the centre after the EXIF
          *       orientation is applied, without the original's metadata (EXIF, GPS); an animated image
          *       keeps its first frame.
@@ -303,6 +307,13 @@ export type paths = {
          *       CRLF. The header row is `first_name,last_name,email,phone,birthday,additional_data`;
          *       `additional_data` is the JSON text, or empty when null. A field holding a comma, a quote
          *       or a line break is quoted, its quotes doubled.
+         *     - CSV cells a spreadsheet would run as a formula are defused (OWASP, "CSV Injection"): a
+         *       value starting with `=`, `+`, `-`, `@`, a tab, a carriage return or a NUL is written with
+         *       a leading `'` (`'=HYPERLINK(...)`), which spreadsheets show and do not run. So that the
+         *       escape is reversible, a value starting with `'` followed by one of those characters or by
+         *       another `'` gets one more `'` too. Import drops exactly that one `'`, so export, import and
+         *       export again give the same file. The phone is the exception: always `+` and digits
+         *       (E.164), a number to a spreadsheet and never a call, it is written as it is stored.
          *
          *     No contact matching is not an error: an empty vCard file, or the CSV header alone.
          */
@@ -342,9 +353,23 @@ export type paths = {
          *       any order and unknown columns are ignored. A missing column among `first_name`,
          *       `last_name`, `email`, `phone`, `birthday` is 400 before any row is read (the first
          *       missing, in that order). `additional_data` is optional: JSON text, or empty for null.
-         *       Blank lines are skipped and not counted.
+         *       Blank lines are skipped and not counted. A cell starting with `'` followed by `=`, `+`,
+         *       `-`, `@`, a tab, a carriage return, a NUL or another `'` loses that first `'` (the escape
+         *       the export writes, as a spreadsheet reads it).
          *     - Entries count from 1: cards, or CSV rows after the header. At most 10,000 entries (413,
          *       and nothing is created) and 10 MiB.
+         *     - A logical line may take 262,144 bytes as written: a vCard property with its folded and
+         *       quoted-printable continuation lines, or a CSV record with the line breaks in its quoted
+         *       fields. A longer one is an error of its entry (`vCard line 7 is longer than 262144
+         *       bytes`, `CSV row is longer than 262144 bytes`); the other entries are read.
+         *     - At most 100,000 blank lines (in vCard, blank lines and lines outside any card): they are
+         *       no entries, so this bounds them instead. Past it the import is refused with 413 and
+         *       nothing is created.
+         *     - Reading a body takes time in proportion to its size. A body over 8 KiB is read off the
+         *       event loop, in a worker thread of its own (password hashing has other threads), and must
+         *       be read within 10 seconds (`IMPORT_PARSE_TIMEOUT_MS`) of arriving, waiting for the thread
+         *       included; past it, or when 8 imports already wait for the thread, the answer is 503 with
+         *       `Retry-After` and nothing is created.
          *     - Not cached; afterwards the user's cached lists are stale at once, as after any write.
          */
         post: operations["importContacts"];
@@ -1590,8 +1615,8 @@ export interface operations {
             /**
              * @description The bytes are not a PNG, JPEG or WebP image that decodes completely (random bytes, an
              *     empty body, a file cut short, a header that lies about the data); the image has more
-             *     than 40 megapixels; no body was sent; or the multipart body is not exactly one file
-             *     field `file`.
+             *     than 16 megapixels, or is an interlaced or 16-bit PNG of more than 4 megapixels; no body
+             *     was sent; or the multipart body is not exactly one file field `file`.
              */
             422: {
                 headers: {
@@ -1603,7 +1628,19 @@ export interface operations {
             };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            /**
+             * @description The database is not reachable, or this instance already has a render running and
+             *     `AVATAR_RENDER_QUEUE_LIMIT` waiting. Nothing is stored; retry after `Retry-After` seconds.
+             */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     deleteAvatar: {
@@ -1976,7 +2013,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["NotAuthenticated"];
-            /** @description The body is larger than 10 MiB, or it holds more than 10,000 entries. */
+            /** @description The body is larger than 10 MiB, or it holds more than 10,000 entries or more than 100,000 blank lines. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2002,7 +2039,20 @@ export interface operations {
             422: components["responses"]["ValidationError"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            /**
+             * @description The database is not reachable, or the import could not be read in time: not within
+             *     `IMPORT_PARSE_TIMEOUT_MS` (10 s, waiting included), or 8 imports already wait for the
+             *     thread that reads them. Nothing is created; retry after `Retry-After` seconds.
+             */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     listUpcomingBirthdays: {

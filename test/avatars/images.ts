@@ -1,6 +1,7 @@
 /** Images for the avatar tests: real ones made with sharp, and hostile ones crafted byte by byte. */
 import { randomBytes } from 'node:crypto';
-import { deflateSync } from 'node:zlib';
+import { once } from 'node:events';
+import { createDeflate, deflateSync } from 'node:zlib';
 import sharp, { type Sharp } from 'sharp';
 import { seededRandom } from '../helper.js';
 
@@ -89,6 +90,45 @@ export function pngBomb(width = 50_000, height = 50_000): Buffer {
     pngChunk('IHDR', header),
     // The start of a zlib stream of zeros: as much as a decoder would need to begin inflating.
     pngChunk('IDAT', deflateSync(Buffer.alloc(64 * 1024))),
+    pngChunk('IEND', Buffer.alloc(0)),
+  ]);
+}
+
+/** Adam7's passes: where each starts and how far apart its pixels are (x, y, dx, dy). */
+const ADAM7 = [[0, 0, 8, 8], [4, 0, 8, 8], [0, 4, 4, 8], [2, 0, 4, 4], [0, 2, 2, 4], [1, 0, 2, 2], [0, 1, 1, 2]] as const;
+
+/**
+ * The issue's hostile upload: an interlaced (Adam7) RGB PNG of `width` × `height` at 16 bits a sample,
+ * all black. Its pixel data is zeros, which deflate squeezes about a thousandfold (6324×6324: 240 MB
+ * raw, 233 kB sent); libpng must decode an interlaced image whole.
+ */
+export async function interlacedPng16(width: number, height: number): Promise<Buffer> {
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(width, 0);
+  header.writeUInt32BE(height, 4);
+  header[8] = 16; // bit depth
+  header[9] = 2; // RGB
+  header[12] = 1; // Adam7
+  let raw = 0;
+  for (const [x, y, dx, dy] of ADAM7) {
+    const columns = Math.ceil((width - x) / dx);
+    const rows = Math.ceil((height - y) / dy);
+    if (columns > 0 && rows > 0) raw += rows * (1 + columns * 6);
+  }
+  // Filter byte 0 and black pixels are all zero bytes: deflated in chunks, never held whole.
+  const deflate = createDeflate({ level: 9 });
+  const compressed: Buffer[] = [];
+  deflate.on('data', (chunk: Buffer) => compressed.push(chunk));
+  const zeros = Buffer.alloc(1024 * 1024);
+  for (let left = raw; left > 0; left -= zeros.length) {
+    if (!deflate.write(zeros.subarray(0, Math.min(left, zeros.length)))) await once(deflate, 'drain');
+  }
+  deflate.end();
+  await once(deflate, 'end');
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    pngChunk('IHDR', header),
+    pngChunk('IDAT', Buffer.concat(compressed)),
     pngChunk('IEND', Buffer.alloc(0)),
   ]);
 }

@@ -8,6 +8,8 @@ import { backend, REDIS_URL } from '../helper.js';
 
 const onlyWithRedis = { skip: backend !== 'postgres' && 'needs the real Redis of the postgres backend' };
 const answer = (body: string) => ({ body, headers: { 'X-Total-Count': 1 } });
+/** Limits no test here reaches, but for those that are about them. */
+const roomy = { maxAnswerBytes: 1 << 30, userBytes: 1 << 30 };
 
 /** A logger that records warnings and infos. */
 function recordingLogger(): { log: FastifyBaseLogger; lines: [string, ...unknown[]][] } {
@@ -31,7 +33,7 @@ function privatePrefix(t: Test, client: Redis, name: string): string {
 }
 
 t.test('memory cache: answers under the current generation only; users are independent', async (t) => {
-  const cache = memoryCache();
+  const cache = memoryCache(roomy);
   t.teardown(() => cache.stop());
   t.same(await cache.read(1, 'k'), { answer: undefined, generation: 0 });
   await cache.write(1, 'k', 0, answer('[1]'), 10_000);
@@ -44,7 +46,7 @@ t.test('memory cache: answers under the current generation only; users are indep
 });
 
 t.test('memory cache: bounded by bytes, not entries', async (t) => {
-  const cache = memoryCache();
+  const cache = memoryCache(roomy);
   t.teardown(() => cache.stop());
   // 80 answers of 1 MiB (2 MiB in memory each) are more than the 64 MiB the process keeps.
   const big = 'x'.repeat(1024 * 1024);
@@ -56,13 +58,63 @@ t.test('memory cache: bounded by bytes, not entries', async (t) => {
   t.ok(kept <= 32, `at most 64 MiB kept (${kept} answers of 2 MiB)`);
 });
 
+t.test('memory cache: an answer over maxAnswerBytes is not kept; a user keeps userBytes at most, freed as answers expire', async (t) => {
+  // In memory an answer takes 2 bytes a character plus 512: 1,000 characters take 2,512.
+  const cache = memoryCache({ maxAnswerBytes: 1_000, userBytes: 6_000 });
+  t.teardown(() => cache.stop());
+  const page = 'x'.repeat(1_000);
+  await cache.write(1, 'big', 0, answer(`${page}x`), 10_000);
+  t.equal((await cache.read(1, 'big')).answer, undefined, '1,001 bytes: not kept');
+  await cache.write(1, 'a', 0, answer(page), 200);
+  await cache.write(1, 'b', 0, answer(page), 20_000);
+  await cache.write(1, 'c', 0, answer(page), 20_000);
+  t.ok((await cache.read(1, 'a')).answer && (await cache.read(1, 'b')).answer, 'two answers fit');
+  t.equal((await cache.read(1, 'c')).answer, undefined, 'a third would take the user past 6,000 bytes');
+  await cache.write(1, 'b', 0, answer(page), 20_000);
+  t.ok((await cache.read(1, 'b')).answer, 'writing a kept answer again replaces it');
+  await cache.write(2, 'c', 0, answer(page), 20_000);
+  t.ok((await cache.read(2, 'c')).answer, "another user's budget is their own");
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  t.equal((await cache.read(1, 'a')).answer, undefined, 'the first answer expired');
+  await cache.write(1, 'c', 0, answer(page), 20_000);
+  t.ok((await cache.read(1, 'c')).answer, 'and its bytes are free again');
+});
+
+t.test('redis cache: an answer over maxAnswerBytes is not stored; a user stores userBytes at most, freed as answers expire', onlyWithRedis, async (t) => {
+  const client = new Redis(REDIS_URL);
+  t.teardown(() => client.quit());
+  const prefix = privatePrefix(t, client, 'cache-budget');
+  let clock = Date.now();
+  // An answer takes its stored text (expiry, headers and body), its key twice and 256 bytes: about 1,400 here.
+  const cache = redisCache(client, prefix, recordingLogger().log, { maxAnswerBytes: 1_000, userBytes: 3_000 }, () => clock);
+  t.teardown(() => cache.stop());
+  const answerKeys = async (user: number) => (await client.keys(`${prefix}{u${user}}:a:*`)).sort();
+  const page = 'x'.repeat(1_000);
+  await cache.write(1, 'big', 0, answer(`${page}x`), 10_000);
+  t.same(await answerKeys(1), [], '1,001 bytes: not stored');
+  await cache.write(1, 'a', 0, answer(page), 10_000);
+  await cache.write(1, 'b', 0, answer(page), 20_000);
+  await cache.write(1, 'c', 0, answer(page), 20_000);
+  t.same(await answerKeys(1), [`${prefix}{u1}:a:0:a`, `${prefix}{u1}:a:0:b`], 'two answers fit, a third would not');
+  const bytes = Number(await client.get(`${prefix}{u1}:bytes`));
+  t.ok(bytes > 2_000 && bytes <= 3_000, `the user's byte count (${bytes}) is what is stored`);
+  await cache.write(1, 'b', 0, answer(page), 20_000);
+  t.equal(Number(await client.get(`${prefix}{u1}:bytes`)), bytes, 'writing a stored answer again counts it once');
+  await cache.write(2, 'c', 0, answer(page), 20_000);
+  t.same(await answerKeys(2), [`${prefix}{u2}:a:0:c`], "another user's budget is their own");
+  clock += 10_001;
+  await cache.write(1, 'c', 0, answer(page), 20_000);
+  t.ok((await answerKeys(1)).includes(`${prefix}{u1}:a:0:c`), 'once the first answer has expired its bytes are free again');
+  t.ok((await client.pttl(`${prefix}{u1}:ledger`)) > MAX_TTL_MS - 60_000, 'the ledger lives as long as the longest answer');
+});
+
 t.test('redis cache with Redis refusing connections: no answers, no generation, one warning, no throws', async (t) => {
   const client = new Redis('redis://127.0.0.1:6390', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
   t.teardown(() => client.disconnect());
   client.on('error', () => {});
   await client.connect().catch(() => undefined);
   const { log, lines } = recordingLogger();
-  const cache = redisCache(client, 'test:', log);
+  const cache = redisCache(client, 'test:', log, roomy);
   t.teardown(() => cache.stop());
   t.same(await cache.read(1, 'k'), { answer: undefined, generation: null }, 'an unknown generation tells the caller not to cache');
   await cache.write(1, 'k', 0, answer('[]'), 1000);
@@ -75,8 +127,8 @@ t.test('redis cache on a live Redis: one round trip per read, shared by every in
   t.teardown(() => client.quit());
   const prefix = privatePrefix(t, client, 'cache-unit');
   const { log, lines } = recordingLogger();
-  const a = redisCache(client, prefix, log);
-  const b = redisCache(client, prefix, log);
+  const a = redisCache(client, prefix, log, roomy);
+  const b = redisCache(client, prefix, log, roomy);
   t.teardown(() => (a.stop(), b.stop()));
 
   const first = (await a.read(7, 'k')).generation!;
@@ -111,7 +163,7 @@ t.test('redis cache on a live Redis: one round trip per read, shared by every in
   await a.read(7, 'k');
   await b.read(7, 'k');
   await new Promise((resolve) => setTimeout(resolve, 100));
-  t.same(commands, ['set', 'evalsha', 'evalsha'], 'each read is one script call');
+  t.same(commands, ['evalsha', 'evalsha', 'evalsha'], 'a write and each read are one script call');
   t.same(lines, []);
 });
 
@@ -123,7 +175,7 @@ t.test('redis cache: a failed invalidation bypasses that user for the longest TT
   const prefix = privatePrefix(t, client, 'cache-bump');
   let clock = Date.now();
   const { log, lines } = recordingLogger();
-  const cache = redisCache(client, prefix, log, () => clock);
+  const cache = redisCache(client, prefix, log, roomy, () => clock);
   t.teardown(() => cache.stop());
   const before = (await cache.read(1, 'k')).generation!;
   await cache.write(1, 'k', before, answer('"before the write"'), MAX_TTL_MS);
@@ -150,10 +202,10 @@ t.test('redis cache: answers never outlive the bypass of a failed invalidation',
   const client = new Redis(REDIS_URL);
   t.teardown(() => client.quit());
   const prefix = privatePrefix(t, client, 'cache-ttl');
-  const cache = redisCache(client, prefix, recordingLogger().log);
+  const cache = redisCache(client, prefix, recordingLogger().log, roomy);
   t.teardown(() => cache.stop());
   await cache.write(1, 'k', 0, answer('1'), 2 * MAX_TTL_MS);
-  const [key] = await client.keys(`${prefix}*`);
+  const [key] = await client.keys(`${prefix}{u1}:a:*`);
   const ttl = await client.pttl(key!);
   t.ok(ttl > MAX_TTL_MS - 60_000 && ttl <= MAX_TTL_MS, `capped at MAX_TTL_MS (${ttl} ms)`);
 });

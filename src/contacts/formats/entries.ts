@@ -19,8 +19,25 @@ export interface ImportFields {
 /** One card or CSV row, numbered from 1: its fields, or why they could not be read. */
 export type ImportEntry = { entry: number; fields: ImportFields } | { entry: number; detail: string };
 
-/** A whole body: its entries in order, or (`ok: false`) a body that is no import at all (a 400). */
-export type ImportResult = { ok: true; entries: ImportEntry[] } | { ok: false; detail: string };
+/**
+ * A whole body: its entries in order, or (`ok: false`) a body that is no import at all (a 400), or
+ * one past a limit of the import as a whole (`tooLarge`: a 413).
+ */
+export type ImportResult = { ok: true; entries: ImportEntry[] } | { ok: false; detail: string; tooLarge?: true };
+
+/**
+ * The longest logical line, in UTF-8 bytes: a vCard property with its folded and quoted-printable
+ * continuations, or a CSV record with the line breaks inside its quoted fields. The longest
+ * property an entry maps (16 KiB of `additional_data`, escaped or quoted-printable) is a fraction
+ * of it; a longer line is that entry's error, and reading goes on.
+ */
+export const MAX_LINE_BYTES = 262_144;
+
+/**
+ * Blank lines (and, in vCard, lines outside any card) that one import may hold. They are no
+ * entries, so the entry limit does not bound them; past this many the import is refused (413).
+ */
+export const MAX_BLANK_LINES = 100_000;
 
 export interface ImportOptions {
   /** Read at most this many entries (at least 1) and ignore the rest: pass the limit + 1 to detect "too many" early. */

@@ -1,5 +1,5 @@
 import { TextDecoder } from 'node:util';
-import { additionalDataOf, type Contact, type ImportEntry, type ImportFields, type ImportOptions, type ImportResult } from './entries.js';
+import { additionalDataOf, type Contact, type ImportEntry, type ImportFields, type ImportOptions, type ImportResult, MAX_BLANK_LINES, MAX_LINE_BYTES } from './entries.js';
 
 const CRLF = '\r\n';
 /** RFC 6350 §3.2: lines longer than 75 octets (without the CRLF) are folded. */
@@ -66,6 +66,13 @@ interface Line {
   text: string;
   /** Physical line number (from 1) where this logical line starts. */
   number: number;
+  /** Where the line starts in the body, and where its last physical line ends (before its line end). */
+  start: number;
+  end: number;
+  /** Characters this line takes in the body, from its first to its last physical line, line ends included. */
+  span: number;
+  /** Over MAX_LINE_BYTES as written: `text` is not kept. */
+  tooLong: boolean;
 }
 
 interface Property {
@@ -88,33 +95,58 @@ const READ = new Set(['N', 'FN', 'EMAIL', 'TEL', 'BDAY', 'X-ADDITIONAL-DATA']);
 
 /**
  * The cards of a vCard 3.0/4.0 body (2.1 quoted-printable too), one entry per BEGIN:VCARD in order.
- * Text outside cards is ignored; only a body with no BEGIN:VCARD at all is `ok: false`. Never throws.
+ * Text outside cards is ignored; only a body with no BEGIN:VCARD at all is `ok: false`, and one with
+ * more than MAX_BLANK_LINES blank lines and lines outside cards (`tooLarge`). A logical line over
+ * MAX_LINE_BYTES is its card's error. Each line is read once, so the time is linear in the body.
+ * Never throws.
  */
-export function parseVcards(text: string, options: ImportOptions = {}): ImportResult {
-  const lines = logicalLines(text.startsWith('\uFEFF') ? text.slice(1) : text);
+export function parseVcards(body: string, options: ImportOptions = {}): ImportResult {
+  const text = body.startsWith('\uFEFF') ? body.slice(1) : body;
+  const lines = logicalLines(text);
   const maxEntries = options.maxEntries ?? Infinity;
   const entries: ImportEntry[] = [];
   let card: OpenCard | null = null;
   let cards = 0;
-  for (let k = 0; k < lines.length && entries.length < maxEntries; k++) {
-    const line = lines[k]!;
-    if (line.text.trim() === '') continue;
-    const property = propertyOf(line.text);
+  let ignoredLines = 0;
+  for (let next = lines.next(); !next.done && entries.length < maxEntries; ) {
+    const line = next.value;
+    next = lines.next();
+    const property = line.tooLong ? null : propertyOf(line.text);
     if (property && isMarker(property, 'BEGIN')) {
       if (card) entries.push({ entry: card.entry, detail: `vCard has no END:VCARD before the BEGIN:VCARD on line ${line.number}` });
       card = { entry: ++cards, found: new Map(), problem: null };
-      if (entries.length >= maxEntries) break;
-    } else if (!card) {
-      // Outside a card: not part of any entry.
-    } else if (property && isMarker(property, 'END')) {
-      entries.push(card.problem === null ? entryOf(card) : { entry: card.entry, detail: card.problem });
-      card = null;
+      continue;
+    }
+    if (!card || (!line.tooLong && line.text.trim() === '')) {
+      // A line outside any card, or a blank one: part of no entry.
+      if (++ignoredLines > MAX_BLANK_LINES) return { ok: false, detail: TOO_MANY_IGNORED_LINES, tooLarge: true };
+      continue;
+    }
+    if (line.tooLong) {
+      card.problem ??= tooLongLine(line);
     } else if (!property) {
       card.problem ??= `vCard line ${line.number} is not a property (NAME:value)`;
+    } else if (isMarker(property, 'END')) {
+      entries.push(card.problem === null ? entryOf(card) : { entry: card.entry, detail: card.problem });
+      card = null;
     } else {
-      if (isQuotedPrintable(property)) {
-        // Quoted-printable soft line breaks: a value ending in '=' goes on on the next line.
-        while (property.value.endsWith('=') && k + 1 < lines.length) property.value = property.value.slice(0, -1) + lines[++k]!.text;
+      if (isQuotedPrintable(property) && property.value.endsWith('=')) {
+        // Quoted-printable soft line breaks: a value ending in '=' goes on on the next line. The
+        // lines it goes on to are cut from the body once, and their breaks removed in one pass.
+        let last = line;
+        let span = line.span;
+        while (last.text.endsWith('=') && !next.done && span <= MAX_LINE_BYTES) {
+          last = next.value;
+          next = lines.next();
+          span += last.tooLong ? Infinity : last.span;
+        }
+        const value = span > MAX_LINE_BYTES ? null : property.value.slice(0, -1) + softBreaksRemoved(text.slice(line.start + line.span, last.end));
+        // At most 3 UTF-8 bytes per UTF-16 unit: only a value a third as long as the limit needs counting.
+        if (value === null || (span > MAX_LINE_BYTES / 3 && Buffer.byteLength(value) > MAX_LINE_BYTES)) {
+          card.problem ??= tooLongLine(line);
+          continue;
+        }
+        property.value = value;
       }
       if (READ.has(property.name) && !card.found.has(property.name)) card.found.set(property.name, property);
     }
@@ -123,15 +155,56 @@ export function parseVcards(text: string, options: ImportOptions = {}): ImportRe
   return cards === 0 ? { ok: false, detail: NO_CARD } : { ok: true, entries };
 }
 
-/** Physical lines (CRLF, LF or a lone CR) joined into logical ones: a line starting with a space or tab continues the one before. */
-function logicalLines(text: string): Line[] {
-  const lines: Line[] = [];
-  text.split(/\r\n|\n|\r/).forEach((physical, index) => {
-    const last = lines[lines.length - 1];
-    if (last && (physical.startsWith(' ') || physical.startsWith('\t'))) last.text += physical.slice(1);
-    else lines.push({ text: physical, number: index + 1 });
-  });
-  return lines;
+const tooLongLine = (line: Line) => `vCard line ${line.number} is longer than ${MAX_LINE_BYTES} bytes`;
+const TOO_MANY_IGNORED_LINES = `Too many blank lines or lines outside cards in one import (max ${MAX_BLANK_LINES})`;
+
+const SPACE = 0x20;
+const TAB = 0x09;
+const CR = 0x0d;
+const LF = 0x0a;
+
+/**
+ * Physical lines (CRLF, LF or a lone CR) joined into logical ones: a line starting with a space or
+ * tab continues the one before (RFC 6350 §3.2). The pieces of a line are joined once; a line
+ * longer than MAX_LINE_BYTES as written is `tooLong`, and its text is not kept.
+ */
+function* logicalLines(text: string): Generator<Line> {
+  let current: { first: string; rest: string[] | null; number: number; start: number; end: number; span: number } | null = null;
+  const finish = ({ first, rest, number, start, end, span }: NonNullable<typeof current>): Line => {
+    // At most 3 UTF-8 bytes per UTF-16 unit: only a line a third as long as the limit needs counting.
+    const tooLong = span > MAX_LINE_BYTES || (span > MAX_LINE_BYTES / 3 && Buffer.byteLength(text.slice(start, start + span)) > MAX_LINE_BYTES);
+    return { text: tooLong ? '' : rest ? first + rest.join('') : first, number, start, end, span, tooLong };
+  };
+  // The next CR and LF at or after `at`, each searched for again only once passed: one pass in all.
+  let nextCr = text.indexOf('\r');
+  let nextLf = text.indexOf('\n');
+  let number = 0;
+  for (let at = 0; at < text.length; ) {
+    if (nextCr !== -1 && nextCr < at) nextCr = text.indexOf('\r', at);
+    if (nextLf !== -1 && nextLf < at) nextLf = text.indexOf('\n', at);
+    const end = Math.min(nextCr === -1 ? text.length : nextCr, nextLf === -1 ? text.length : nextLf);
+    const next = end === text.length ? end : text.charCodeAt(end) === CR && text.charCodeAt(end + 1) === LF ? end + 2 : end + 1;
+    number++;
+    const first = text.charCodeAt(at);
+    if (current && (first === SPACE || first === TAB)) {
+      current.span += next - at;
+      current.end = end;
+      if (current.span <= MAX_LINE_BYTES) (current.rest ??= []).push(text.slice(at + 1, end));
+    } else {
+      if (current) yield finish(current);
+      current = { first: text.slice(at, end), rest: null, number, start: at, end, span: next - at };
+    }
+    at = next;
+  }
+  if (current) yield finish(current);
+}
+
+/**
+ * The lines a quoted-printable value goes on to, as written, made one: folds undone (RFC 6350
+ * §3.2), then each soft line break, an '=' that ends a line, removed with its line end.
+ */
+function softBreaksRemoved(written: string): string {
+  return written.replace(/(?:\r\n|\n|\r)[ \t]/g, '').replace(/=(?:\r\n|\n|\r)/g, '');
 }
 
 function isMarker(property: Property, name: 'BEGIN' | 'END'): boolean {

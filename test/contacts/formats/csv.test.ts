@@ -2,7 +2,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import t from 'tap';
-import { csvHeader, csvRowOf, parseCsv } from '../../../src/contacts/formats/csv.js';
+import { csvHeader, csvRowOf, defuse, parseCsv } from '../../../src/contacts/formats/csv.js';
 import type { Contact, ImportEntry, ImportFields } from '../../../src/contacts/formats/entries.js';
 import { jane, randomText } from './samples.js';
 
@@ -33,8 +33,35 @@ t.test('export: the header INTERFACE.md fixes, and rows quoted only where RFC 41
   );
   t.equal(csvRowOf({ ...jane, first_name: 'Smith, Jr.', last_name: 'say "hi"' }), '"Smith, Jr.","say ""hi""",jane@example.com,+14155550123,1990-05-17,\r\n');
   t.equal(csvRowOf({ ...jane, first_name: 'two\nlines', last_name: 'cr\ronly' }), '"two\nlines","cr\ronly",jane@example.com,+14155550123,1990-05-17,\r\n');
-  // Spaces, semicolons and formula-like text are written as they are (no `'` prefix: it would not round-trip).
-  t.equal(csvRowOf({ ...jane, first_name: ' =1+1 ', last_name: "@SUM(A1);'x" }), " =1+1 ,@SUM(A1);'x,jane@example.com,+14155550123,1990-05-17,\r\n");
+  // Spaces and semicolons are written as they are.
+  t.equal(csvRowOf({ ...jane, first_name: ' =1+1 ', last_name: "a;'x" }), " =1+1 ,a;'x,jane@example.com,+14155550123,1990-05-17,\r\n");
+});
+
+t.test('export: a cell a spreadsheet would run as a formula starts with a quote (OWASP CSV injection)', async (t) => {
+  const cells = (contact: Partial<Contact>) => csvRowOf({ ...jane, ...contact });
+  t.equal(cells({ first_name: '=HYPERLINK("http://evil.example","x")' }), `"'=HYPERLINK(""http://evil.example"",""x"")",Doe,jane@example.com,+14155550123,1990-05-17,\r\n`);
+  t.equal(cells({ first_name: '+SUM(1,2)', last_name: '-2+3' }), `"'+SUM(1,2)",'-2+3,jane@example.com,+14155550123,1990-05-17,\r\n`);
+  t.equal(cells({ first_name: '@SUM(A1)', email: '=1@example.com' }), "'@SUM(A1),Doe,'=1@example.com,+14155550123,1990-05-17,\r\n");
+  t.equal(cells({ first_name: '\tTab', last_name: '\rCR', email: '\0nul' }), `'\tTab,"'\rCR",'\0nul,+14155550123,1990-05-17,\r\n`);
+  // A value that already looks escaped gets one more quote, so that import reads back exactly it.
+  t.equal(cells({ first_name: "'=x", last_name: "''" }), "''=x,''',jane@example.com,+14155550123,1990-05-17,\r\n");
+  // A quote before anything else is no escape: written and read as it is.
+  t.equal(cells({ first_name: "'Tis", last_name: "'" }), "'Tis,',jane@example.com,+14155550123,1990-05-17,\r\n");
+  // A stored phone is + and digits: a number to a spreadsheet, written as it is.
+  t.equal(cells({}), 'Jane,Doe,jane@example.com,+14155550123,1990-05-17,\r\n');
+  t.equal(cells({ phone: '+1 (415)' }), "Jane,Doe,jane@example.com,'+1 (415),1990-05-17,\r\n", 'anything else is escaped');
+  t.equal(cells({ additional_data: { '=': 1 } }), 'Jane,Doe,jane@example.com,+14155550123,1990-05-17,"{""="":1}"\r\n', 'JSON starts with {');
+});
+
+t.test('import: the escaping quote is dropped, as a spreadsheet drops it', async (t) => {
+  const header = 'first_name,last_name,email,phone,birthday,additional_data';
+  t.strictSame(entriesOf(`${header}\r\n'=1+1,'-2,'@x@example.com,'+14155550123,'+1990-01-01,"'{}"\r\n`), [
+    { entry: 1, detail: 'body/additional_data must be a JSON object' },
+  ]);
+  t.strictSame(entriesOf(`${header}\r\n'=1+1,'-2,'@x@example.com,'+14155550123,'\t1990-01-01,\r\n`), [
+    { entry: 1, fields: row('=1+1', '-2', '@x@example.com', '+14155550123', '\t1990-01-01') },
+  ]);
+  t.strictSame(entriesOf(`${header}\r\n''=x,''',''',"'\r",'Tis,\r\n`), [{ entry: 1, fields: row("'=x", "''", "''", '\r', "'Tis") }]);
 });
 
 t.test('import: RFC 4180 §2 examples', async (t) => {
@@ -149,15 +176,36 @@ t.test('import: maxEntries stops reading', async (t) => {
   t.strictSame(result, { ok: true, entries: [1, 2, 3].map((entry) => ({ entry, fields: row('Jane', 'Doe', 'jane@example.com', '+14155550123', '1990-05-17') })) });
 });
 
+t.test('limits: a record over 262,144 bytes is an error of its row; more than 100,000 blank lines refuse the import', async (t) => {
+  const long = 'x'.repeat(262_144 - 'B,,,,,'.length);
+  // Row 2 is 262,144 bytes (its additional_data is no JSON), row 3 one more, row 4 a quoted cell of 262,146.
+  t.strictSame(entriesOf(`${HEADER}\r\nA,,,,,\r\nB,,,,,${long}\r\nC,,,,,${long}x\r\n"${'\r\n'.repeat(131_072)}",,,,,\r\nD,,,,,\r\n`), [
+    { entry: 1, fields: row('A', '', '', '', '') },
+    { entry: 2, detail: 'body/additional_data must be a JSON object' },
+    { entry: 3, detail: 'CSV row is longer than 262144 bytes' },
+    { entry: 4, detail: 'CSV row is longer than 262144 bytes' },
+    { entry: 5, fields: row('D', '', '', '', '') },
+  ]);
+  t.strictSame(parseCsv(`${'y'.repeat(262_145)}\r\n`), { ok: false, detail: 'CSV header is longer than 262144 bytes' });
+
+  const blank = (count: number, line: string) => `\r\n${HEADER}\r\n${line.repeat(count - 1)}A,,,,,\r\n`;
+  t.strictSame(entriesOf(blank(100_000, '\r\n')), [{ entry: 1, fields: row('A', '', '', '', '') }], '100,000 empty lines');
+  const tooMany = { ok: false, detail: 'Too many blank lines in one import (max 100000)', tooLarge: true };
+  t.strictSame(parseCsv(blank(100_001, '\r\n')), tooMany, '100,001 empty lines');
+  t.strictSame(parseCsv(blank(100_001, ' \r')), tooMany, '100,001 blank lines');
+  t.strictSame(parseCsv(`${HEADER}${'\n'.repeat(100_002)}`), tooMany, 'at the end');
+  t.strictSame(parseCsv(`${'\r\n'.repeat(100_001)}${HEADER}`), tooMany, 'before the header');
+});
+
 t.test('import: hostile input never throws', async (t) => {
-  t.strictSame(parseCsv('x'.repeat(1_048_576)), { ok: false, detail: "Missing CSV column 'first_name'" }, '1 MB single line');
+  t.strictSame(parseCsv('x'.repeat(200_000)), { ok: false, detail: "Missing CSV column 'first_name'" }, '200 kB single line');
   t.strictSame(parseCsv('\r'.repeat(100_000)), { ok: false, detail: "Missing CSV column 'first_name'" }, 'only CRs');
   t.strictSame(parseCsv(`${HEADER}\r\n${'\r\n'.repeat(100_000)}`), { ok: true, entries: [] }, '100,000 blank lines');
-  t.strictSame(entriesOf(`${HEADER}\r\n"${'"",\r\n'.repeat(200_000)}",b,c,d,e,\r\n`)[0]!, {
+  t.strictSame(entriesOf(`${HEADER}\r\n"${'"",\r\n'.repeat(50_000)}",b,c,d,e,\r\n`)[0]!, {
     entry: 1,
-    fields: row('",\r\n'.repeat(200_000), 'b', 'c', 'd', 'e'),
+    fields: row('",\r\n'.repeat(50_000), 'b', 'c', 'd', 'e'),
   });
-  t.strictSame(entriesOf(`${HEADER}\r\n${','.repeat(1_000_000)}\r\n`), [{ entry: 1, detail: 'CSV row has 1000001 fields; the header has 6' }]);
+  t.strictSame(entriesOf(`${HEADER}\r\n${','.repeat(200_000)}\r\n`), [{ entry: 1, detail: 'CSV row has 200001 fields; the header has 6' }]);
 
   const random = randomText(SEED);
   t.strictSame(parseCsv(random(1_000_000)), { ok: false, detail: "Missing CSV column 'first_name'" });
@@ -215,4 +263,24 @@ t.test('round trip: random contacts survive exactly', async (t) => {
     { seed: SEED, numRuns: 300 },
   );
   t.pass('300 random files');
+});
+
+t.test('round trip: values that start with formula characters or quotes survive exactly, and export defuses them', async (t) => {
+  const start = fc.constantFrom('=', '+', '-', '@', '\t', '\r', '\0', "'", "''", "'=", '"', ' ', 'a');
+  const value = fc.tuple(fc.array(start, { maxLength: 3 }), fc.string({ unit: 'binary', maxLength: 10 })).map(([head, rest]) => head.join('') + rest);
+  const formulaStart = /^[=+\-@\t\r\0]/;
+  fc.assert(
+    fc.property(fc.record({ first_name: value, last_name: value, email: value, phone: value, birthday: value }), (fields) => {
+      const contact: Contact = { ...jane, ...fields, additional_data: null };
+      const body = csvHeader() + csvRowOf(contact);
+      const entries = entriesOf(body);
+      const read = entries[0]!;
+      if (!('fields' in read) || !isDeepStrictEqual(entries, [{ entry: 1, fields: fieldsFrom(contact) }])) return false;
+      // What a cell holds (inside its quotes, if quoted) never starts with a formula character.
+      const defused = [fields.first_name, fields.last_name, fields.email, fields.birthday].every((field) => !formulaStart.test(defuse(field)));
+      return defused && csvHeader() + csvRowOf({ ...contact, ...read.fields, additional_data: null }) === body;
+    }),
+    { seed: SEED, numRuns: 500 },
+  );
+  t.pass('500 random contacts');
 });

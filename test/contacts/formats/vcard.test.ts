@@ -319,7 +319,7 @@ t.test('import: an X-ADDITIONAL-DATA that is no JSON object is the entry error',
     { entry: 1, detail: 'body/additional_data must not contain "__proto__" or "constructor.prototype" keys' },
   ]);
   // Deep but valid JSON is read; how deep is allowed is the caller's rule.
-  const deep = `${'{"a":'.repeat(50_000)}1${'}'.repeat(50_000)}`;
+  const deep = `${'{"a":'.repeat(40_000)}1${'}'.repeat(40_000)}`;
   const [entry] = detailOf(deep);
   t.ok(entry && 'fields' in entry && typeof entry.fields.additional_data === 'object');
 });
@@ -383,19 +383,41 @@ t.test('import: only-CR line ends and LF line ends read like CRLF; a BOM is skip
   t.strictSame(fieldsOf(`\uFEFF${card}`), expected, 'after a UTF-8 BOM');
 });
 
+t.test('limits: a line over 262,144 bytes as written is an error of its card; more than 100,000 ignored lines refuse the import', async (t) => {
+  const card = (...lines: string[]) => crlf('BEGIN:VCARD', 'FN:A B', ...lines, 'END:VCARD');
+  // 'NOTE:', `pad` bytes and CRLF, then 4,000 folded pieces of 65 bytes (CRLF, a space, 62 bytes): 262,144 bytes with a pad of 2,137.
+  const folded = (pad: number) => `NOTE:${'z'.repeat(pad)}${'\r\n '.concat('y'.repeat(62)).repeat(4000)}`;
+  const qp = (lines: number) => `NOTE;ENCODING=QUOTED-PRINTABLE:${'=\r\nab'.repeat(lines)}`;
+  t.strictSame(entriesOf(card() + card(folded(2137)) + card(folded(2138)) + card(`FN:${'é'.repeat(131_072)}`) + card(qp(60_000)) + card()), [
+    { entry: 1, fields: { first_name: 'A', last_name: 'B' } },
+    { entry: 2, fields: { first_name: 'A', last_name: 'B' } },
+    { entry: 3, detail: 'vCard line 4010 is longer than 262144 bytes' },
+    { entry: 4, detail: 'vCard line 8014 is longer than 262144 bytes' },
+    { entry: 5, detail: 'vCard line 8018 is longer than 262144 bytes' },
+    { entry: 6, fields: { first_name: 'A', last_name: 'B' } },
+  ]);
+
+  const blanks = (count: number, line: string) => `${line.repeat(count - 1)}${card()}${line}`;
+  t.strictSame(entriesOf(blanks(100_000, '\r\n')), [{ entry: 1, fields: { first_name: 'A', last_name: 'B' } }], '100,000 blank lines');
+  const tooMany = { ok: false, detail: 'Too many blank lines or lines outside cards in one import (max 100000)', tooLarge: true };
+  t.strictSame(parseVcards(blanks(100_001, '\r\n')), tooMany, '100,001 blank lines');
+  t.strictSame(parseVcards(blanks(100_001, 'NOTE:outside\n')), tooMany, '100,001 lines outside cards');
+  t.strictSame(parseVcards(card().replace('END:', `${'\r\n'.repeat(100_001)}END:`)), tooMany, 'blank lines inside a card count too');
+});
+
 t.test('import: hostile input never throws', async (t) => {
   const noCard = { ok: false, detail: 'No vCard in the body: it has no BEGIN:VCARD line' };
   t.strictSame(parseVcards('x'.repeat(1_048_576)), noCard, '1 MB single line');
   t.strictSame(parseVcards('\r'.repeat(100_000)), noCard, 'only CRs');
-  t.strictSame(parseVcards(`BEGIN:VCARD\r\n${';'.repeat(1_048_576)}\r\nEND:VCARD\r\n`), {
+  t.strictSame(parseVcards(`BEGIN:VCARD\r\n${';'.repeat(200_000)}\r\nEND:VCARD\r\n`), {
     ok: true,
     entries: [{ entry: 1, detail: 'vCard line 2 is not a property (NAME:value)' }],
   });
-  t.strictSame(fieldsOf(`BEGIN:VCARD\r\nNOTE;X=${'a,'.repeat(200_000)}:${'y'.repeat(1_048_576)}\r\nFN:A B\r\nEND:VCARD\r\n`), {
+  t.strictSame(fieldsOf(`BEGIN:VCARD\r\nNOTE;X=${'a,'.repeat(50_000)}:${'y'.repeat(150_000)}\r\nFN:A B\r\nEND:VCARD\r\n`), {
     first_name: 'A',
     last_name: 'B',
   });
-  t.strictSame(fieldsOf(`BEGIN:VCARD\r\nFN:${'long '.repeat(200_000)}tail\r\nEND:VCARD`).last_name, 'tail', '1 MB FN');
+  t.strictSame(fieldsOf(`BEGIN:VCARD\r\nFN:${'long '.repeat(50_000)}tail\r\nEND:VCARD`).last_name, 'tail', '250 kB FN');
 
   // 10,000 BEGINs deep: each one starts a card, so the nesting costs nothing.
   const nested = `${'BEGIN:VCARD\r\n'.repeat(10_000)}FN:In Most\r\n${'END:VCARD\r\n'.repeat(10_000)}`;
