@@ -17,7 +17,8 @@ export function csvHeader(): string {
  */
 export function csvRowOf(contact: Contact): string {
   const additional = contact.additional_data == null ? '' : JSON.stringify(contact.additional_data);
-  return [contact.first_name, contact.last_name, contact.email, contact.phone, contact.birthday, additional].map(quote).join(',') + CRLF;
+  // A null field (a card stored over CardDAV) is an empty cell.
+  return [contact.first_name, contact.last_name, contact.email ?? '', contact.phone ?? '', contact.birthday ?? '', additional].map(quote).join(',') + CRLF;
 }
 
 function quote(value: string): string {
