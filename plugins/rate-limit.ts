@@ -32,6 +32,16 @@ function decodedPath(url: string): string {
   }
 }
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * Counts a request whose credentials failed outside `/api` (CardDAV's HTTP Basic) against the
+     * anonymous bucket of its client address, the one `/api` uses; throws TooManyRequests once it is full.
+     */
+    countFailedSignIn(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  }
+}
+
 /**
  * Request limits per minute: without a valid access token, one bucket per client address shared
  * by every /api route; with one on a secured operation, only operations marked
@@ -70,9 +80,8 @@ export default fp(
     // Settled: right after a reconnection the odd command still fails, which is no new outage.
     const outage = outageLog(app.log, { down: 'rate-limit store unavailable; requests are not counted', up: 'rate-limit store reachable again' }, 1_000);
 
-    app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      const bucket = bucketOf(request);
-      if (!bucket) return;
+    /** Counts the request in `bucket`; 429 once the bucket is full. */
+    async function countIn(request: FastifyRequest, reply: FastifyReply, bucket: Bucket): Promise<void> {
       buckets.set(request, bucket);
       let state;
       try {
@@ -89,7 +98,16 @@ export default fp(
       reply.header('X-RateLimit-Remaining', state.remaining);
       reply.header('X-RateLimit-Reset', resetSeconds);
       if (state.isExceeded) throw new TooManyRequests(resetSeconds);
+    }
+
+    app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+      const bucket = bucketOf(request);
+      if (bucket) await countIn(request, reply, bucket);
     });
+
+    app.decorate('countFailedSignIn', (request: FastifyRequest, reply: FastifyReply) =>
+      countIn(request, reply, { key: `anon:${normalizeIP(request.ip)}`, max: rateLimitAnonPerMin }),
+    );
   },
   { name: 'rate-limit', dependencies: ['config', 'redis', 'auth'], fastify: '5.x' },
 );

@@ -12,6 +12,7 @@ import rateLimitPlugin from '../plugins/rate-limit.js';
 import redisPlugin from '../plugins/redis.js';
 import { findTokenCutOff } from './auth/auth.repository.js';
 import { authHandlers } from './auth/auth.routes.js';
+import { carddavRoutes } from './carddav/carddav.routes.js';
 import { avatarsHandlers } from './avatars/avatars.routes.js';
 import { contactsHandlers } from './contacts/contacts.routes.js';
 import { migrations } from './db/migrations/index.js';
@@ -82,5 +83,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
     ...docsHandlers,
   };
   registerOperations(app, operationTable, handlers);
+  // WebDAV methods cannot be OpenAPI operations: the CardDAV face is routed on its own (docs/carddav.md).
+  await app.register(carddavRoutes);
   return app;
 }

@@ -52,6 +52,8 @@ interface ContactTombstonesTable {
   owner_id: number;
   change_xid: ColumnType<string, never, never>;
   deleted_at: ColumnType<Date, never, never>;
+  /** The resource name the contact's CardDAV client chose, if it did. */
+  card_name: ColumnType<string | null, never, never>;
 }
 
 /** How many contacts an owner has: the sum of the owner's rows; written by triggers only. */
