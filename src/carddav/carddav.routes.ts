@@ -34,7 +34,7 @@ import {
   writeTruncatedResponse,
   key,
 } from './multistatus.js';
-import { ALLOWED, cardNameOfHref, davSegments, hrefOf, hrefs, kindByShape, type Resource, resolve } from './resources.js';
+import { ALLOWED, cardNameOfHref, davSegments, hrefOf, hrefs, isOwnSpace, kindByShape, type Resource, resolve } from './resources.js';
 import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError, xmlDocument } from './xml.js';
 
 /*
@@ -137,6 +137,12 @@ function multistatus(reply: FastifyReply, body: string): FastifyReply {
   return reply.code(207).type('application/xml; charset=utf-8').send(body);
 }
 
+/** Bodies are read as bytes: each method decides what it takes (XML, a vCard) and answers 415 itself. */
+function acceptAnyBody(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+}
+
 /** Registers the CardDAV face: `/.well-known/carddav` and everything under `/dav`. */
 export async function carddavRoutes(app: FastifyInstance): Promise<void> {
   for (const method of WEBDAV_METHODS) {
@@ -149,6 +155,7 @@ export async function carddavRoutes(app: FastifyInstance): Promise<void> {
 /** RFC 6764 §5: the well-known URI redirects to the DAV root, with or without credentials, unlimited. */
 async function wellKnown(app: FastifyInstance): Promise<void> {
   app.setErrorHandler(davErrorHandler);
+  acceptAnyBody(app);
   app.route({
     method: ['GET', 'HEAD', 'PROPFIND'],
     url: '/.well-known/carddav',
@@ -161,9 +168,7 @@ async function dav(app: FastifyInstance): Promise<void> {
   app.decorateRequest('davUserId', null);
   app.setErrorHandler(davErrorHandler);
   app.setNotFoundHandler((_request, reply) => sendDavError(reply, new DavError(404, 'Not Found')));
-  // Bodies are read as bytes: each method decides what it takes (XML, a vCard) and answers 415 itself.
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  acceptAnyBody(app);
 
   // Authentication comes first (401 before 400, 413 and 415): before the body is read.
   app.addHook('onRequest', async (request, reply) => {
@@ -182,6 +187,8 @@ async function dav(app: FastifyInstance): Promise<void> {
     const userId = request.davUserId!;
     if (request.method === 'PUT') checkCardType(request);
     const resource = segments && resolve(segments, userId);
+    // MKCOL anywhere in the caller's own space is refused as a method (one fixed book per user).
+    if (!resource && request.method === 'MKCOL' && segments && isOwnSpace(segments, userId)) throw methodNotAllowed(ALLOWED.other);
     if (!resource) throw new DavError(404, 'Not Found');
     const context: DavContext = { app, request, reply, userId, resource };
     switch (request.method) {

@@ -52,6 +52,11 @@ export function resolve(segments: readonly string[], userId: number): Resource |
   return kind === 'card' ? { kind, name: segments[3]! } : { kind };
 }
 
+/** Whether `segments` lie in user `userId`'s own space: under their principal or their home. */
+export function isOwnSpace(segments: readonly string[], userId: number): boolean {
+  return (segments[0] === 'principals' || segments[0] === 'addressbooks') && segments[1] === String(userId);
+}
+
 /** The methods each kind of resource answers (`Allow`); a path of no resource answers OPTIONS and PROPFIND. */
 export const ALLOWED: Record<ResourceKind | 'other', string[]> = {
   root: ['OPTIONS', 'PROPFIND'],
