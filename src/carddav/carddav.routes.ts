@@ -377,13 +377,16 @@ async function syncCollection({ app, request, reply, userId, resource }: DavCont
   );
 }
 
+/** GET and HEAD of a card; HEAD sends the headers GET would, without the body. */
 async function getCard({ app, request, reply, userId }: DavContext, name: string) {
   const card = await findCard(app, userId, name);
   if (!card) throw new DavError(404, 'Not Found');
   reply.header('ETag', card.etag).header('Last-Modified', card.updatedAt.toUTCString());
   const ifNoneMatch = request.headers['if-none-match'];
   if (ifNoneMatch !== undefined && namesTag(ifNoneMatch, card.etag)) return reply.code(304).send();
-  return reply.code(200).type(CARD_CONTENT_TYPE).send(card.text);
+  reply.code(200).type(CARD_CONTENT_TYPE);
+  if (request.method === 'HEAD') return reply.header('Content-Length', card.octets).send();
+  return reply.send(card.text);
 }
 
 /** 415 unless the body is declared a vCard (`text/vcard` or `text/x-vcard`, parameters allowed). */
