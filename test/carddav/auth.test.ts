@@ -57,10 +57,11 @@ t.test('POST makes an app password: 201, Location, letters, digits and dashes wi
 });
 
 t.test('the name must be 1 to 100 characters after trimming', async (t) => {
-  for (const [name, detail] of [
+  const cases: [string, string][] = [
     ['   ', 'body/name must NOT have fewer than 1 characters'],
     ['x'.repeat(101), 'body/name must NOT have more than 100 characters'],
-  ]) {
+  ];
+  for (const [name, detail] of cases) {
     const res = await makePassword(name);
     t.equal(res.statusCode, 422);
     t.strictSame(res.json(), { detail });

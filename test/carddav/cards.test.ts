@@ -20,7 +20,7 @@ const VCARD = { 'content-type': 'text/vcard; charset=utf-8' };
 async function contactOf(name: string): Promise<Record<string, any>> {
   const list = await rest('GET', `/api/contacts/?limit=1000`);
   const etag = (await call('GET', `${book}${name}`)).headers.etag;
-  const found = (list.json() as Record<string, any>[]).find((contact) => contactTag(contact) === etag);
+  const found = list.json<Record<string, any>[]>().find((contact) => contactTag(contact) === etag);
   if (!found) throw new Error(`no contact for ${name}`);
   return found;
 }

@@ -133,7 +133,7 @@ t.test('Depth 1 on the book lists the book and every card with its tag, type, le
 });
 
 t.test('Depth infinity, or no Depth, is 403 propfind-finite-depth; another Depth is 400', async (t) => {
-  for (const headers of [{ depth: 'infinity' }, {}]) {
+  for (const headers of [{ depth: 'infinity' }, {}] as Record<string, string>[]) {
     const res = await call('PROPFIND', book, propfind('<d:getetag/>'), headers);
     t.equal(res.statusCode, 403);
     t.equal(res.headers['content-type'], XML);
