@@ -8,11 +8,17 @@ import * as repository from './sync.repository.js';
  * The book's sync token (RFC 6578) and getctag, on the change frontier and tombstones of
  * `GET /api/contacts/sync` (sync.service.ts explains why reading every change of transactions
  * from a frontier on misses none). A book's token must change on every write of its owner and on
- * nothing else, so it is not the bare frontier (the oldest running transaction, which other users'
- * writes move): it is the frontier min(xmin, L + 1), where L is the transaction of the owner's latest
- * visible change. Every transaction below it has finished (it is at most xmin), so it is a valid
- * frontier; while nothing of the owner runs past L it equals L + 1, which only the owner's next
- * change moves. With the time of that change, signed, it is the token, the same for the same state.
+ * nothing else, so it is not the bare frontier (the oldest running transaction, which any writer of
+ * the cluster moves): it is L + 1, where L is the transaction of the owner's latest visible change,
+ * lowered to the oldest running transaction that could still commit a change of this database
+ * below it. Every transaction below that frontier has finished or can write nothing here, so it is
+ * a valid frontier; in a quiet book it is L + 1, which only the owner's next change moves. With the
+ * time of that change, signed, it is the token: the same text for the same state.
+ *
+ * Which running transactions can write here: each one holding a lock on a relation of this
+ * database (a writer of a table holds one from its first write to its end), found in pg_locks
+ * before the book's snapshot is taken, and any transaction that began after that scan. Another
+ * database's long transaction (a neighbour on a shared cluster) then leaves the token alone.
  */
 
 /** What the card sync needs from the app. */
@@ -68,13 +74,29 @@ function decode(secret: string, ownerId: number, token: string): TokenState | nu
   return base;
 }
 
+const XID_SPACE = 1n << 32n;
+
+/** A 32-bit transaction id (pg_locks) as the 64-bit one, in the epoch just below `next`. */
+function fullXid(xid: string, next: bigint): bigint {
+  const full = (next / XID_SPACE) * XID_SPACE + BigInt(xid);
+  return full >= next ? full - XID_SPACE : full;
+}
+
 /** The book's state now, as a token state. */
 async function currentState(deps: CardSyncDeps, ownerId: number): Promise<{ f: string; t: number }> {
-  const { xmin, latestXid, latestAt } = await repository.bookState(deps.db, ownerId);
-  if (latestXid === null) return { f: '0', t: 0 };
-  const next = BigInt(latestXid) + 1n;
-  const frontier = BigInt(xmin) < next ? BigInt(xmin) : next;
-  return { f: frontier.toString(), t: latestAt ?? 0 };
+  let state = await repository.bookState(deps.db, ownerId);
+  if (state.latestXid === null) return { f: '0', t: 0 };
+  const next = BigInt(state.latestXid) + 1n;
+  if (BigInt(state.xmin) >= next) return { f: next.toString(), t: state.latestAt ?? 0 };
+  // Some transaction below L + 1 still runs: it holds the frontier back only if it can write here.
+  const writers = await repository.localWriters(deps.db);
+  state = await repository.bookState(deps.db, ownerId);
+  const scanned = BigInt(writers.next);
+  const local = new Set(writers.xids.map((xid) => fullXid(xid, scanned)));
+  const latest = BigInt(state.latestXid ?? '0') + 1n;
+  const blocking = state.running.map(BigInt).filter((xid) => xid < latest && (xid >= scanned || local.has(xid)));
+  const frontier = blocking.reduce((lowest, xid) => (xid < lowest ? xid : lowest), latest);
+  return { f: frontier.toString(), t: state.latestAt ?? 0 };
 }
 
 /** The book's `D:sync-token` (and `CS:getctag`) now. */
@@ -113,7 +135,10 @@ export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: st
   const changes = await repository.changesSince(deps.db, ownerId, state.f, round.after, max === Number.MAX_SAFE_INTEGER ? max : max + 1);
   const page = changes.slice(0, max);
   const truncated = changes.length > max;
-  const written = await cards(page.filter((change) => !change.deleted).map((change) => change.id));
+  const writtenIds = page.filter((change) => !change.deleted).map((change) => change.id);
+  const byId = new Map((await cards(writtenIds)).map((card) => [card.id, card]));
+  // In the order the changes were made; one deleted since it was read is told by the next round.
+  const written = writtenIds.flatMap((id) => byId.get(id) ?? []);
   const last = page.at(-1);
   const next: TokenState = truncated && last ? { f: state.f, t: state.t, x: last.xid, i: last.id, n: round.next.f, nt: round.next.t } : round.next;
   return {

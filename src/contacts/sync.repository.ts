@@ -67,17 +67,21 @@ export async function purgeTombstones(db: Kysely<Database>, before: Date): Promi
 export interface BookState {
   /** The oldest transaction still running now. */
   xmin: string;
+  /** The transactions running now (all at or above xmin). */
+  running: string[];
   /** The transaction of the owner's latest visible change (a write or a deletion), or null. */
   latestXid: string | null;
   /** When that change was made (ms), or null. */
   latestAt: number | null;
 }
 
-/** The owner's book state, from one snapshot: two index lookups of the latest change, and the frontier. */
+/** The owner's book state, from one snapshot: two index lookups of the latest change, and the running transactions. */
 export async function bookState(db: Kysely<Database>, ownerId: number): Promise<BookState> {
-  const { rows } = await sql<{ xmin: string; latest_xid: string | null; latest_at: Date | null }>`
-    select pg_snapshot_xmin(pg_current_snapshot())::text as xmin, latest.xid::text as latest_xid, latest.at as latest_at
-      from (select null) as one
+  const { rows } = await sql<{ xmin: string; running: string[]; latest_xid: string | null; latest_at: Date | null }>`
+    select pg_snapshot_xmin(snapshot)::text as xmin,
+           array(select xip::text from pg_snapshot_xip(snapshot) as xip) as running,
+           latest.xid::text as latest_xid, latest.at as latest_at
+      from pg_current_snapshot() as snapshot
       left join lateral (
         select xid, at from (
           (select change_xid as xid, updated_at as at from contacts where owner_id = ${ownerId} order by change_xid desc limit 1)
@@ -87,5 +91,33 @@ export async function bookState(db: Kysely<Database>, ownerId: number): Promise<
         order by xid desc limit 1
       ) as latest on true`.execute(db);
   const row = rows[0]!;
-  return { xmin: row.xmin, latestXid: row.latest_xid, latestAt: row.latest_at === null ? null : new Date(row.latest_at).getTime() };
+  return { xmin: row.xmin, running: row.running, latestXid: row.latest_xid, latestAt: row.latest_at === null ? null : new Date(row.latest_at).getTime() };
+}
+
+/** Transactions that may write this database, seen from outside any of them (see card-sync.service.ts). */
+export interface LocalWriters {
+  /** The next transaction id when the scan began: a transaction from it on may be anyone's. */
+  next: string;
+  /** The running transactions (32-bit ids, as pg_locks gives them) that hold a lock on a relation of this database. */
+  xids: string[];
+}
+
+/**
+ * The transactions holding a lock on a relation of this database (every writer of a table here
+ * does until it ends), read from pg_locks, which every role may read. Another database's
+ * transactions never can write here.
+ */
+export async function localWriters(db: Kysely<Database>): Promise<LocalWriters> {
+  const { rows } = await sql<{ next: string; xids: string[] }>`
+    select pg_snapshot_xmax(pg_current_snapshot())::text as next,
+           array(
+             select distinct own.transactionid::text
+               from pg_locks own
+              where own.locktype = 'transactionid' and own.granted
+                and exists (
+                  select from pg_locks relation
+                   where relation.virtualtransaction = own.virtualtransaction and relation.locktype = 'relation'
+                     and relation.database = (select oid from pg_database where datname = current_database()))
+           ) as xids`.execute(db);
+  return rows[0]!;
 }

@@ -17,7 +17,7 @@ const XML = 'application/xml; charset=utf-8';
 const propfind = (props: string, ns = '') => `<?xml version="1.0" encoding="utf-8"?><d:propfind xmlns:d="DAV:"${ns}><d:prop>${props}</d:prop></d:propfind>`;
 
 const put = await call('PUT', `${book}one.vcf`, card('one', 'One Card'), { 'content-type': 'text/vcard' });
-t.equal(put.statusCode, 201);
+if (put.statusCode !== 201) throw new Error(`PUT: ${put.statusCode} ${put.body}`);
 
 t.test('/.well-known/carddav redirects to /dav/ for GET, HEAD and PROPFIND, with or without credentials', async (t) => {
   for (const method of ['GET', 'HEAD', 'PROPFIND']) {
