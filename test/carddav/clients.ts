@@ -21,6 +21,8 @@ export function run(command: string, args: string[], options: { env?: Record<str
       { env: { ...process.env, ...options.env }, maxBuffer: 256 * 1024 * 1024, timeout: options.timeoutMs ?? 600_000 },
       (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
     );
+    // A command that never reads its input may exit before the write: that is no failure.
+    child.stdin?.on('error', () => undefined);
     child.stdin?.end(options.input ?? '');
   });
 }
