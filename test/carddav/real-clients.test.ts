@@ -76,7 +76,7 @@ t.test('edits on both sides, a deletion on each side and a conflict resolved by 
   }
   await unlink(path.join(setup.localDir, 'local-999.vcf'));
   // Server edits and a server deletion.
-  const serverContacts = (await rest('GET', '/api/contacts/?query=last_name:startswith:Person&limit=1000&sort=id')).json() as { id: number; email: string }[];
+  const serverContacts = (await rest('GET', '/api/contacts/?query=last_name:startswith:Person&limit=1000&sort=id')).json<{ id: number; email: string }[]>();
   for (const contact of serverContacts.slice(0, 5)) t.equal((await rest('PATCH', `/api/contacts/${contact.id}`, { first_name: 'EditedOnServer' })).statusCode, 200);
   const deletedOnServer = serverContacts[10]!;
   t.equal((await rest('DELETE', `/api/contacts/${deletedOnServer.id}`)).statusCode, 200);
