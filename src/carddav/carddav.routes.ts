@@ -20,22 +20,23 @@ import { compileFilter, FilterRefused } from './address-data.js';
 import { davErrorHandler, DavError, sendDavError } from './errors.js';
 import {
   bookProperties,
+  cardResponse,
   homeProperties,
+  key,
+  multistatusDocument,
   principalProperties,
   type PropertyRequest,
   type PropertySet,
   propertyRequestOf,
+  protectedResponse,
   rootProperties,
+  setResponse,
+  statusResponse,
+  truncatedResponse,
   type UserContext,
-  writeCardResponse,
-  writeProtectedResponse,
-  writeSetResponse,
-  writeStatusResponse,
-  writeTruncatedResponse,
-  key,
 } from './multistatus.js';
 import { ALLOWED, cardNameOfHref, davSegments, hrefOf, hrefs, isOwnSpace, kindByShape, type Resource, resolve } from './resources.js';
-import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError, xmlDocument } from './xml.js';
+import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError } from './xml.js';
 
 /*
  * The CardDAV face (RFC 6352 over RFC 4918, with RFC 6578 and RFC 6764): every rule is in
@@ -262,7 +263,7 @@ async function propfind(context: DavContext) {
   if (resource.kind === 'card') {
     const card = await findCard(app, userId, resource.name);
     if (!card) throw new DavError(404, 'Not Found');
-    return multistatus(reply, xmlDocument(DAV, 'multistatus', (root) => writeCardResponse(root, hrefOf(resource, userId), card, wanted)));
+    return multistatus(reply, multistatusDocument([cardResponse(hrefOf(resource, userId), card, wanted)]));
   }
   const properties = await collectionProperties(context, resource.kind, wanted);
   const members =
@@ -276,11 +277,11 @@ async function propfind(context: DavContext) {
   const cards = needsText ? await cardsByIds(app, userId, summaries.map((card) => card.id)) : summaries;
   return multistatus(
     reply,
-    xmlDocument(DAV, 'multistatus', (root) => {
-      writeSetResponse(root, hrefOf(resource, userId), properties, wanted);
-      for (const member of members) writeSetResponse(root, member.href, member.properties, wanted);
-      for (const card of cards) writeCardResponse(root, hrefs.card(userId, card.name), card, wanted);
-    }),
+    multistatusDocument([
+      setResponse(hrefOf(resource, userId), properties, wanted),
+      ...members.map((member) => setResponse(member.href, member.properties, wanted)),
+      ...cards.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted)),
+    ]),
   );
 }
 
@@ -290,7 +291,7 @@ async function proppatch({ request, reply, userId, resource }: DavContext) {
   const names = update.children
     .filter((action) => action.ns === DAV && (action.name === 'set' || action.name === 'remove'))
     .flatMap((action) => children(action, DAV, 'prop').flatMap((prop) => prop.children.map(({ ns, name }) => ({ ns, name }))));
-  return multistatus(reply, xmlDocument(DAV, 'multistatus', (root) => writeProtectedResponse(root, hrefOf(resource, userId), names)));
+  return multistatus(reply, multistatusDocument([protectedResponse(hrefOf(resource, userId), names)]));
 }
 
 async function report(context: DavContext) {
@@ -310,13 +311,12 @@ async function multiget({ app, reply, userId }: DavContext, body: XmlElement) {
   const found = new Map((await findCards(app, userId, names.filter((name): name is string => name !== null))).map((card) => [card.name, card]));
   return multistatus(
     reply,
-    xmlDocument(DAV, 'multistatus', (root) => {
-      requested.forEach((href, i) => {
+    multistatusDocument(
+      requested.map((href, i) => {
         const card = names[i] === null ? undefined : found.get(names[i]!);
-        if (card) writeCardResponse(root, hrefs.card(userId, card.name), card, wanted);
-        else writeStatusResponse(root, href, 404);
-      });
-    }),
+        return card ? cardResponse(hrefs.card(userId, card.name), card, wanted) : statusResponse(href, 404);
+      }),
+    ),
   );
 }
 
@@ -344,13 +344,9 @@ async function query({ app, request, reply, userId, resource }: DavContext, body
   const all = depth === '0' ? [] : await cardsByIds(app, userId, (await listCards(app, userId)).map((card) => card.id));
   const matching = all.filter((card) => filter(card.text!));
   const page = limit === null ? matching : matching.slice(0, limit);
-  return multistatus(
-    reply,
-    xmlDocument(DAV, 'multistatus', (root) => {
-      for (const card of page) writeCardResponse(root, hrefs.card(userId, card.name), card, wanted);
-      if (page.length < matching.length) writeTruncatedResponse(root, hrefOf(resource, userId));
-    }),
-  );
+  const responses = page.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted));
+  if (page.length < matching.length) responses.push(truncatedResponse(hrefOf(resource, userId)));
+  return multistatus(reply, multistatusDocument(responses));
 }
 
 /** RFC 6578: changes since the token, on the frontier and tombstones of `GET /api/contacts/sync`. */
@@ -366,15 +362,12 @@ async function syncCollection({ app, request, reply, userId, resource }: DavCont
     if (error instanceof SyncTokenRefused) throw new DavError(403, error.message, { ns: DAV, name: 'valid-sync-token' });
     throw error;
   }
-  return multistatus(
-    reply,
-    xmlDocument(DAV, 'multistatus', (root) => {
-      for (const card of changes.changed) writeCardResponse(root, hrefs.card(userId, card.name), card, wanted);
-      for (const name of changes.removed) writeStatusResponse(root, hrefs.card(userId, name), 404);
-      if (changes.truncated) writeTruncatedResponse(root, hrefOf(resource, userId));
-      root.ele('D:sync-token').txt(changes.token).up();
-    }),
-  );
+  const responses = [
+    ...changes.changed.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted)),
+    ...changes.removed.map((name) => statusResponse(hrefs.card(userId, name), 404)),
+  ];
+  if (changes.truncated) responses.push(truncatedResponse(hrefOf(resource, userId)));
+  return multistatus(reply, multistatusDocument(responses, changes.token));
 }
 
 /** GET and HEAD of a card; HEAD sends the headers GET would, without the body. */
@@ -385,7 +378,7 @@ async function getCard({ app, request, reply, userId }: DavContext, name: string
   const ifNoneMatch = request.headers['if-none-match'];
   if (ifNoneMatch !== undefined && namesTag(ifNoneMatch, card.etag)) return reply.code(304).send();
   reply.code(200).type(CARD_CONTENT_TYPE);
-  if (request.method === 'HEAD') return reply.header('Content-Length', card.octets).send();
+  if (request.method === 'HEAD') return reply.header('Content-Length', card.octets()).send();
   return reply.send(card.text);
 }
 

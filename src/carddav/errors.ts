@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError } from '../../plugins/http/errors.js';
 import { isDatabaseUnavailable } from '../../plugins/db.js';
-import { DAV, element, type PropertyName, SERVICE, xmlDocument } from './xml.js';
+import { DAV, type PropertyName, qualified, xmlDocument, type XmlNode, xmlText } from './xml.js';
 
 /** A precondition or postcondition element of a `D:error` body (RFC 4918 §16), optionally holding hrefs. */
 export interface Condition extends PropertyName {
@@ -25,14 +25,13 @@ const DATABASE_RETRY_AFTER_S = 5;
 
 /** A `D:error` body holding the condition element (if any) and an `X:detail` with the sentence. */
 export function errorBody(detail: string, condition?: Condition): string {
-  return xmlDocument(DAV, 'error', (root) => {
-    if (condition) {
-      const holder = element(root, condition);
-      for (const href of condition.hrefs ?? []) holder.ele('D:href').txt(href).up();
-      holder.up();
-    }
-    element(root, { ns: SERVICE, name: 'detail' }).txt(detail).up();
-  });
+  const content: XmlNode = {};
+  if (condition) {
+    const { key, declaration } = qualified(condition, 0);
+    content[key] = condition.hrefs ? { ...declaration, 'D:href': condition.hrefs.map(xmlText) } : declaration;
+  }
+  content['X:detail'] = xmlText(detail);
+  return xmlDocument(DAV, 'error', content);
 }
 
 /** Sends `error` as an XML `D:error` answer. */

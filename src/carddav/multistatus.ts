@@ -1,15 +1,14 @@
-import type { XMLBuilderCB } from 'xmlbuilder2/lib/interfaces.js';
 import { filterCardProperties } from './address-data.js';
 import type { StoredCard } from '../contacts/cards.service.js';
-import { CALENDARSERVER, CARDDAV, DAV, element, type PropertyName, type XmlElement } from './xml.js';
+import { CALENDARSERVER, CARDDAV, DAV, type PropertyName, qualified, xmlDocument, type XmlElement, type XmlNode, type XmlValue, xmlText } from './xml.js';
 
 /*
  * Properties of the CardDAV resources (docs/carddav.md, "Properties") and the 207 Multi-Status
- * answers that carry them (RFC 4918 §13).
+ * answers that carry them (RFC 4918 §13), as the objects the XML builder writes.
  */
 
-/** Writes a property's value inside its (already opened) element. */
-export type PropertyValue = (into: XMLBuilderCB) => void;
+/** A property's value: the content of its element. */
+export type PropertyValue = () => XmlValue;
 
 /** A resource's properties: values by `ns name`, and which of them allprop returns. */
 export interface PropertySet {
@@ -29,12 +28,15 @@ export interface RequestedProperty extends PropertyName {
 export const key = ({ ns, name }: PropertyName): string => `${ns} ${name}`;
 const STATUS = { 200: 'HTTP/1.1 200 OK', 403: 'HTTP/1.1 403 Forbidden', 404: 'HTTP/1.1 404 Not Found', 507: 'HTTP/1.1 507 Insufficient Storage' };
 
-/** The properties a `D:prop` element names. */
+/** The properties a `D:prop` element names, each once. */
 export function requestedProperties(prop: XmlElement): RequestedProperty[] {
-  return prop.children.map((requested) => {
-    if (requested.ns !== CARDDAV || requested.name !== 'address-data') return { ns: requested.ns, name: requested.name };
+  const seen = new Set<string>();
+  return prop.children.flatMap((requested): RequestedProperty[] => {
+    if (seen.has(key(requested))) return [];
+    seen.add(key(requested));
+    if (requested.ns !== CARDDAV || requested.name !== 'address-data') return [{ ns: requested.ns, name: requested.name }];
     const names = requested.children.filter((c) => c.ns === CARDDAV && c.name === 'prop').map((c) => (c.attributes.name ?? '').toUpperCase());
-    return { ns: requested.ns, name: requested.name, ...(names.length > 0 ? { cardProperties: names } : {}) };
+    return [{ ns: requested.ns, name: requested.name, ...(names.length > 0 ? { cardProperties: names } : {}) }];
   });
 }
 
@@ -47,27 +49,15 @@ export function propertyRequestOf(parent: XmlElement | null): PropertyRequest {
   return { kind: 'allprop' };
 }
 
-const text =
-  (value: string): PropertyValue =>
-  (into) =>
-    void into.txt(value);
-const href =
-  (value: string): PropertyValue =>
-  (into) =>
-    void into.ele('D:href').txt(value).up();
-const elements =
-  (...names: string[]): PropertyValue =>
-  (into) => {
-    for (const name of names) into.ele(name).up();
-  };
+const EMPTY = () => '';
+const text = (value: string): PropertyValue => () => xmlText(value);
+const href = (value: string): PropertyValue => () => ({ 'D:href': xmlText(value) });
+const elements = (...names: string[]): PropertyValue => () => Object.fromEntries(names.map((name) => [name, '']));
 
 const CARD_TYPE = 'text/vcard; charset=utf-8';
-const PRIVILEGES = ['read', 'write', 'write-content', 'bind', 'unbind'];
 
 /** `D:current-user-privilege-set`: what iOS and DAVx5 read to decide that the book is writable. */
-const privileges: PropertyValue = (into) => {
-  for (const privilege of PRIVILEGES) into.ele('D:privilege').ele(`D:${privilege}`).up().up();
-};
+const privileges: PropertyValue = () => ({ 'D:privilege': ['read', 'write', 'write-content', 'bind', 'unbind'].map((privilege) => ({ [`D:${privilege}`]: '' })) });
 
 /** Values shared by every resource of the user. */
 export interface UserContext {
@@ -131,23 +121,16 @@ export function bookProperties(user: UserContext, syncToken: string | null): Pro
     [D('current-user-privilege-set'), privileges],
     [
       D('supported-report-set'),
-      (into) => {
-        for (const report of ['C:addressbook-multiget', 'C:addressbook-query', 'D:sync-collection']) into.ele('D:supported-report').ele('D:report').ele(report).up().up().up();
-      },
+      () => ({
+        'D:supported-report': ['C:addressbook-multiget', 'C:addressbook-query', 'D:sync-collection'].map((report) => ({ 'D:report': { [report]: '' } })),
+      }),
     ],
     [
       C('supported-address-data'),
-      (into) => {
-        for (const version of ['3.0', '4.0']) into.ele('C:address-data-type').att('content-type', 'text/vcard').att('version', version).up();
-      },
+      () => ({ 'C:address-data-type': ['3.0', '4.0'].map((version) => ({ '@content-type': 'text/vcard', '@version': version })) }),
     ],
     [C('max-resource-size'), text('262144')],
-    [
-      C('supported-collation-set'),
-      (into) => {
-        for (const collation of ['i;ascii-casemap', 'i;octet', 'i;unicode-casemap']) into.ele('C:supported-collation').txt(collation).up();
-      },
-    ],
+    [C('supported-collation-set'), () => ({ 'C:supported-collation': ['i;ascii-casemap', 'i;octet', 'i;unicode-casemap'] })],
   ];
   if (syncToken !== null) entries.push([D('sync-token'), text(syncToken)], [{ ns: CALENDARSERVER, name: 'getctag' }, text(syncToken)]);
   return set(entries, [D('resourcetype'), D('displayname'), D('owner')]);
@@ -156,7 +139,7 @@ export function bookProperties(user: UserContext, syncToken: string | null): Pro
 const CARD_NAMES = [D('getetag'), D('getcontenttype'), D('getcontentlength'), D('getlastmodified'), D('resourcetype')];
 const ADDRESS_DATA = key(C('address-data'));
 
-/** A card's value of property `name`, or undefined when a card has no such property. */
+/** A card's value of property `requested`, or undefined when a card has no such property. */
 function cardValue(card: StoredCard, requested: RequestedProperty): PropertyValue | undefined {
   if (requested.ns === DAV) {
     switch (requested.name) {
@@ -165,28 +148,30 @@ function cardValue(card: StoredCard, requested: RequestedProperty): PropertyValu
       case 'getcontenttype':
         return text(CARD_TYPE);
       case 'getcontentlength':
-        return text(String(card.octets));
+        return () => String(card.octets());
       case 'getlastmodified':
         return text(card.updatedAt.toUTCString());
       case 'resourcetype':
-        return () => undefined;
+        return EMPTY;
     }
     return undefined;
   }
   if (key(requested) === ADDRESS_DATA && card.text !== undefined) {
-    const data = requested.cardProperties ? filterCardProperties(card.text, requested.cardProperties) : card.text;
-    return text(data);
+    const data = card.text;
+    return () => xmlText(requested.cardProperties ? filterCardProperties(data, requested.cardProperties) : data);
   }
   return undefined;
 }
 
+type Found = { found: [PropertyName, PropertyValue][]; missing: PropertyName[] };
+
 /** The properties the request asks of `card` (allprop: the D: ones), as found and missing lists. */
-function cardPropstats(card: StoredCard, request: PropertyRequest): { found: [PropertyName, PropertyValue][]; missing: PropertyName[] } {
+function cardPropstats(card: StoredCard, request: PropertyRequest): Found {
   const names: RequestedProperty[] = request.kind === 'prop' ? request.names : CARD_NAMES;
   const found: [PropertyName, PropertyValue][] = [];
   const missing: PropertyName[] = [];
   for (const name of names) {
-    const value = request.kind === 'propname' ? () => undefined : cardValue(card, name);
+    const value = request.kind === 'propname' ? EMPTY : cardValue(card, name);
     if (value) found.push([name, value]);
     else missing.push(name);
   }
@@ -194,10 +179,8 @@ function cardPropstats(card: StoredCard, request: PropertyRequest): { found: [Pr
 }
 
 /** The properties the request asks of a collection's set, as found and missing lists. */
-function setPropstats(properties: PropertySet, request: PropertyRequest): { found: [PropertyName, PropertyValue][]; missing: PropertyName[] } {
-  if (request.kind === 'propname') {
-    return { found: [...properties.values.keys()].map((k) => [nameOfKey(k), () => undefined]), missing: [] };
-  }
+function setPropstats(properties: PropertySet, request: PropertyRequest): Found {
+  if (request.kind === 'propname') return { found: [...properties.values.keys()].map((k) => [nameOfKey(k), EMPTY]), missing: [] };
   const names = request.kind === 'prop' ? request.names : properties.allprop;
   const found: [PropertyName, PropertyValue][] = [];
   const missing: PropertyName[] = [];
@@ -214,63 +197,51 @@ function nameOfKey(k: string): PropertyName {
   return { ns: k.slice(0, at), name: k.slice(at + 1) };
 }
 
-function writePropstat(response: XMLBuilderCB, properties: [PropertyName, PropertyValue | null][], status: string, error?: PropertyName): void {
-  response.ele('D:propstat').ele('D:prop');
-  for (const [name, value] of properties) {
-    const opened = element(response, name);
-    value?.(opened);
-    opened.up();
-  }
-  response.up().ele('D:status').txt(status).up();
-  if (error) element(response.ele('D:error'), error).up().up();
-  response.up();
+/** A `D:propstat` with these properties (valued, or empty) and status, and an error element if given. */
+function propstat(properties: [PropertyName, PropertyValue | null][], status: string, error?: PropertyName): XmlNode {
+  const prop: XmlNode = {};
+  properties.forEach(([name, value], index) => {
+    const { key: qualifiedName, declaration } = qualified(name, index);
+    const content = value ? value() : '';
+    prop[qualifiedName] = Object.keys(declaration).length === 0 ? content : typeof content === 'string' ? { ...declaration, '#text': content } : { ...declaration, ...content };
+  });
+  return { 'D:prop': prop, 'D:status': status, ...(error ? { 'D:error': { [qualified(error, 0).key]: '' } } : {}) };
 }
 
 /** One `D:response` with its propstats: 200 for what was found, 404 for what the resource lacks. */
-function writeResponse(multistatus: XMLBuilderCB, href: string, { found, missing }: ReturnType<typeof cardPropstats>): void {
-  const response = multistatus.ele('D:response');
-  response.ele('D:href').txt(href).up();
-  if (found.length > 0 || missing.length === 0) writePropstat(response, found, STATUS[200]);
-  if (missing.length > 0) writePropstat(response, missing.map((name) => [name, null]), STATUS[404]);
-  response.up();
+function response(href: string, { found, missing }: Found): XmlNode {
+  const propstats: XmlNode[] = [];
+  if (found.length > 0 || missing.length === 0) propstats.push(propstat(found, STATUS[200]));
+  if (missing.length > 0) propstats.push(propstat(missing.map((name) => [name, null]), STATUS[404]));
+  return { 'D:href': xmlText(href), 'D:propstat': propstats };
 }
 
 /** A collection's `D:response` for the request. */
-export function writeSetResponse(multistatus: XMLBuilderCB, href: string, properties: PropertySet, request: PropertyRequest): void {
-  writeResponse(multistatus, href, setPropstats(properties, request));
+export function setResponse(href: string, properties: PropertySet, request: PropertyRequest): XmlNode {
+  return response(href, setPropstats(properties, request));
 }
 
 /** A card's `D:response` for the request. */
-export function writeCardResponse(multistatus: XMLBuilderCB, href: string, card: StoredCard, request: PropertyRequest): void {
-  writeResponse(multistatus, href, cardPropstats(card, request));
+export function cardResponse(href: string, card: StoredCard, request: PropertyRequest): XmlNode {
+  return response(href, cardPropstats(card, request));
 }
 
 /** A `D:response` with a bare status (a card missing from a multiget, or removed since a sync token). */
-export function writeStatusResponse(multistatus: XMLBuilderCB, href: string, status: 404): void {
-  multistatus.ele('D:response').ele('D:href').txt(href).up().ele('D:status').txt(STATUS[status]).up().up();
+export function statusResponse(href: string, status: 404): XmlNode {
+  return { 'D:href': xmlText(href), 'D:status': STATUS[status] };
 }
 
 /** The `D:response` for the request-URI when a limit cut the answer short (RFC 6352 §8.6.2, RFC 6578 §3.6). */
-export function writeTruncatedResponse(multistatus: XMLBuilderCB, href: string): void {
-  multistatus
-    .ele('D:response')
-    .ele('D:href')
-    .txt(href)
-    .up()
-    .ele('D:status')
-    .txt(STATUS[507])
-    .up()
-    .ele('D:error')
-    .ele('D:number-of-matches-within-limits')
-    .up()
-    .up()
-    .up();
+export function truncatedResponse(href: string): XmlNode {
+  return { 'D:href': xmlText(href), 'D:status': STATUS[507], 'D:error': { 'D:number-of-matches-within-limits': '' } };
 }
 
 /** PROPPATCH's answer: every property refused in a 403 propstat holding `D:cannot-modify-protected-property` (RFC 4918 §9.2). */
-export function writeProtectedResponse(multistatus: XMLBuilderCB, href: string, names: PropertyName[]): void {
-  const response = multistatus.ele('D:response');
-  response.ele('D:href').txt(href).up();
-  writePropstat(response, names.map((name) => [name, null]), STATUS[403], D('cannot-modify-protected-property'));
-  response.up();
+export function protectedResponse(href: string, names: PropertyName[]): XmlNode {
+  return { 'D:href': xmlText(href), 'D:propstat': [propstat(names.map((name) => [name, null]), STATUS[403], D('cannot-modify-protected-property'))] };
+}
+
+/** A `D:multistatus` document of these responses, and a `D:sync-token` after them when given. */
+export function multistatusDocument(responses: XmlNode[], syncToken?: string): string {
+  return xmlDocument(DAV, 'multistatus', { 'D:response': responses, ...(syncToken === undefined ? {} : { 'D:sync-token': xmlText(syncToken) }) });
 }

@@ -21,8 +21,8 @@ export interface StoredCard {
   updatedAt: Date;
   /** The card's text; undefined when only its length was read. */
   text?: string;
-  /** Octets of the text. */
-  octets: number;
+  /** Octets of the text (worked out when asked: a listing rarely needs it). */
+  octets: () => number;
 }
 
 /** A PUT that could not be done, for the CardDAV face to answer (412, or 409 naming a card). */
@@ -44,12 +44,12 @@ function nameOf(row: Pick<CardRow, 'id' | 'card_name'>): string {
 export function storedCard(row: CardRow): StoredCard {
   const contact = toContact(row);
   const text = row.card ?? renderedCard(contact);
-  return { id: row.id, name: nameOf(row), etag: contactTag(contact), updatedAt: row.updated_at, text, octets: Buffer.byteLength(text) };
+  return { id: row.id, name: nameOf(row), etag: contactTag(contact), updatedAt: row.updated_at, text, octets: () => Buffer.byteLength(text) };
 }
 
 function summarized(row: CardSummary): StoredCard {
   const contact = toContact(row);
-  const octets = row.card_octets ?? Buffer.byteLength(renderedCard(contact));
+  const octets = () => row.card_octets ?? Buffer.byteLength(renderedCard(contact));
   return { id: row.id, name: nameOf(row), etag: contactTag(contact), updatedAt: row.updated_at, octets };
 }
 

@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { as, buildContactsApp, contactBody } from '../contacts/fixtures.js';
-import { card, davAs, davUser } from './dav-client.js';
+import { card, davAs, davUser, xmlTag } from './dav-client.js';
 
 const NOW = new Date('2026-06-10T12:00:00.000Z');
 const app = await buildContactsApp(t, { now: () => NOW });
@@ -190,7 +190,7 @@ t.test('a contact created over REST is the card {uuid}.vcf with UID urn:uuid:{uu
   const created = await rest('POST', '/api/contacts/', contactBody({ first_name: 'Rest', last_name: 'Made', email: 'rest.made@example.com', additional_data: { a: 'b' } }));
   const contact = created.json();
   const listing = await call('PROPFIND', book, '<d:propfind xmlns:d="DAV:"><d:prop><d:getetag/></d:prop></d:propfind>', { depth: '1' });
-  const href = new RegExp(`<D:href>(${book}([0-9a-f-]{36})\\.vcf)</D:href><D:propstat><D:prop><D:getetag>${created.headers.etag}</D:getetag>`).exec(listing.body);
+  const href = new RegExp(`<D:href>(${book}([0-9a-f-]{36})\\.vcf)</D:href><D:propstat><D:prop><D:getetag>${xmlTag(created.headers.etag)}</D:getetag>`).exec(listing.body);
   t.ok(href, 'listed with the REST ETag');
   const [, url, uuid] = href!;
   const got = await call('GET', url!);
@@ -240,7 +240,7 @@ t.test('DELETE: 204, then 404 on both faces; a stale If-Match is 412 and deletes
   t.equal((await rest('GET', `/api/contacts/${contact.id}`)).statusCode, 404, 'a DAV delete is a REST delete');
   t.equal((await call('DELETE', `${book}gone.vcf`)).statusCode, 404);
   const viaRest = await rest('POST', '/api/contacts/', contactBody());
-  const name = (await call('PROPFIND', book, undefined, { depth: '1' })).body.match(new RegExp(`${book}([^<]+)</D:href><D:propstat><D:prop><D:getetag>${viaRest.headers.etag}`));
+  const name = (await call('PROPFIND', book, undefined, { depth: '1' })).body.match(new RegExp(`${book}([^<]+)</D:href><D:propstat><D:prop><D:getetag>${xmlTag(viaRest.headers.etag)}`));
   t.ok(name);
   t.equal((await rest('DELETE', `/api/contacts/${viaRest.json().id}`)).statusCode, 200);
   t.equal((await call('GET', `${book}${name![1]}`)).statusCode, 404, 'a REST delete is a DAV delete');

@@ -47,3 +47,8 @@ export function card(uid: string, fn: string, extra: string[] = []): string {
 export function responseHrefs(body: string): string[] {
   return [...body.matchAll(/<D:response><D:href>([^<]*)<\/D:href>/g)].map((match) => match[1]!);
 }
+
+/** An ETag as it stands in XML text (the builder escapes its quotes). */
+export function xmlTag(etag: string | string[] | undefined): string {
+  return String(etag).replaceAll('"', '&quot;');
+}

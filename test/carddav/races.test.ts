@@ -13,7 +13,7 @@ import { loadConfig } from '../../plugins/config.js';
 import { buildApp } from '../../src/app.js';
 import { buildContactsApp, contactBody } from '../contacts/fixtures.js';
 import { backend, testEnv } from '../helper.js';
-import { card, davUser } from './dav-client.js';
+import { card, davUser, xmlTag } from './dav-client.js';
 
 const ROUNDS = 12;
 const env: Record<string, string> = { ...(await testEnv(t)), RATE_LIMIT_ANON_PER_MIN: '100000' };
@@ -62,7 +62,7 @@ t.test('a DAV PUT and a REST PATCH with the same If-Match: exactly one wins, eve
       const created = await first.inject({ method: 'POST', url: '/api/contacts/', headers: { authorization: `Bearer ${user.token}` }, payload: contactBody() });
       id = created.json().id;
       const found = await first.inject({ method: 'PROPFIND' as 'GET', url: book, headers: { authorization: user.basic, depth: '1' } });
-      url = new RegExp(`<D:href>(${book}[^<]+)</D:href><D:propstat><D:prop><D:getetag>${created.headers.etag}`).exec(found.body)![1]!;
+      url = new RegExp(`<D:href>(${book}[^<]+)</D:href><D:propstat><D:prop><D:getetag>${xmlTag(created.headers.etag)}`).exec(found.body)![1]!;
     }
     const tag = (await first.inject({ method: 'GET', url: `/api/contacts/${id}`, headers: { authorization: `Bearer ${user.token}` } })).headers.etag as string;
     const [davApp, restApp] = round % 4 < 2 ? [first, second] : [second, first];
