@@ -1,5 +1,5 @@
 import { listedTags } from '../../plugins/http/conditional.js';
-import { CardRefused, derivedCardName, derivedUid, idOfDerivedCardName, idOfDerivedUid, readCard, renderedCard } from './cards.js';
+import { CardRefused, derivedCardName, derivedUid, idOfDerivedCardName, idOfDerivedUid, type ReadCard, readCard, renderedCard } from './cards.js';
 import * as repository from './contacts.repository.js';
 import type { CardRow, CardSummary, ContactFields } from './contacts.repository.js';
 import { type ContactsDeps, contactTag, invalidate, toContact } from './contacts.service.js';
@@ -111,12 +111,11 @@ export async function checkPutPreconditions(deps: ContactsDeps, ownerId: number,
 
 /**
  * The contact fields of a card: the mapped ones, with `email` the first address no other contact
- * of the owner holds (ignoring case), or null (docs/carddav.md).
+ * of the owner holds (ignoring case), or null (docs/carddav.md). `held` maps addresses to holders.
  */
-async function fieldsOf(deps: ContactsDeps, ownerId: number, read: ReturnType<typeof readCard>, exceptId: number | null): Promise<ContactFields> {
+function fieldsOf(read: ReadCard, held: Map<string, number>, selfId: number | null): ContactFields {
   const { emails, ...fields } = read.fields;
-  const held = await repository.heldEmails(deps.db, ownerId, emails, exceptId);
-  const email = emails.find((candidate) => !held.has(candidate.toLowerCase())) ?? null;
+  const email = emails.find((candidate) => [undefined, selfId].includes(held.get(candidate.toLowerCase()))) ?? null;
   return { ...fields, email };
 }
 
@@ -142,16 +141,28 @@ async function attempt<T>(write: () => Promise<T>): Promise<T | 'retry' | 'uid'>
  */
 export async function putCard(deps: ContactsDeps, ownerId: number, name: string, text: string, conditions: PutConditions): Promise<{ created: boolean; card: StoredCard }> {
   for (;;) {
-    const row = await repository.findCardRowByName(deps.db, ownerId, name, idOfDerivedCardName(name));
+    const now = deps.now();
+    let read: ReadCard | null = null;
+    let refused: unknown = null;
+    try {
+      read = readCard(text, now);
+    } catch (error) {
+      refused = error;
+    }
+    // The three reads are independent: one round trip's wait on a pool of connections.
+    const [row, holders, held] = await Promise.all([
+      repository.findCardRowByName(deps.db, ownerId, name, idOfDerivedCardName(name)),
+      read ? repository.findUidHolders(deps.db, ownerId, read.uid, idOfDerivedUid(read.uid)) : [],
+      read ? repository.heldEmails(deps.db, ownerId, read.fields.emails) : new Map<string, number>(),
+    ]);
     const existing = row && storedCard(row);
     if (!ifMatchHolds(conditions.ifMatch, existing) || !ifNoneMatchHolds(conditions.ifNoneMatch, existing)) throw new CardWriteRefused('precondition');
-    const now = deps.now();
-    const read = readCard(text, now);
+    if (!read) throw refused;
     const currentUid = row ? (row.uid ?? derivedUid(row.id)) : null;
     if (currentUid !== null && currentUid !== read.uid) throw new CardWriteRefused('uid-conflict', name);
-    const holder = await repository.findUidHolder(deps.db, ownerId, read.uid, idOfDerivedUid(read.uid), existing?.id ?? null);
+    const holder = holders.find((candidate) => candidate.id !== row?.id);
     if (holder) throw new CardWriteRefused('uid-conflict', nameOf(holder));
-    const fields = await fieldsOf(deps, ownerId, read, existing?.id ?? null);
+    const fields = fieldsOf(read, held, row?.id ?? null);
     const outcome = await attempt(async () => {
       if (existing) {
         // The version read above: a write in between sends this PUT round again.

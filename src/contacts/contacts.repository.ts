@@ -370,14 +370,8 @@ export async function findCardRowByName(db: Kysely<Database>, ownerId: number, n
     .executeTakeFirst();
 }
 
-/** The owner's contact whose card has the UID `uid` (its own, or the derived UID of `derivedId`), other than `exceptId`. */
-export async function findUidHolder(
-  db: Kysely<Database>,
-  ownerId: number,
-  uid: string,
-  derivedId: number | null,
-  exceptId: number | null,
-): Promise<Pick<CardRow, 'id' | 'card_name'> | undefined> {
+/** The owner's contacts whose card has the UID `uid` (their own, or the derived UID of `derivedId`): at most two. */
+export async function findUidHolders(db: Kysely<Database>, ownerId: number, uid: string, derivedId: number | null): Promise<Pick<CardRow, 'id' | 'card_name'>[]> {
   return db
     .selectFrom('contacts')
     .select(['id', 'card_name'])
@@ -386,22 +380,20 @@ export async function findUidHolder(
       const own = eb('uid', '=', uid);
       return derivedId === null ? own : eb.or([own, eb.and([eb('id', '=', derivedId), eb('uid', 'is', null)])]);
     })
-    .$if(exceptId !== null, (query) => query.where('id', '<>', exceptId!))
-    .limit(1)
-    .executeTakeFirst();
+    .limit(2)
+    .execute();
 }
 
-/** Which of `emails` (lower-cased) the owner's contacts other than `exceptId` hold, ignoring case. */
-export async function heldEmails(db: Kysely<Database>, ownerId: number, emails: readonly string[], exceptId: number | null): Promise<Set<string>> {
-  if (emails.length === 0) return new Set();
+/** Which of the owner's contacts hold one of `emails`, ignoring case: lower-cased address → contact id. */
+export async function heldEmails(db: Kysely<Database>, ownerId: number, emails: readonly string[]): Promise<Map<string, number>> {
+  if (emails.length === 0) return new Map();
   const rows = await db
     .selectFrom('contacts')
-    .select(sql<string>`lower(email)`.as('email'))
+    .select(['id', sql<string>`lower(email)`.as('email')])
     .where('owner_id', '=', ownerId)
     .where(sql`lower(email)`, 'in', emails.map((email) => email.toLowerCase()))
-    .$if(exceptId !== null, (query) => query.where('id', '<>', exceptId!))
     .execute();
-  return new Set(rows.map((row) => row.email));
+  return new Map(rows.map((row) => [row.email, row.id]));
 }
 
 /** What a card write stores beside the fields. */
