@@ -44,6 +44,13 @@ export const httpServerOptions = {
   return503OnClosing: false,
 } satisfies FastifyServerOptions;
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** `false`: @fastify/cors leaves the route alone (it reads this route config). */
+    cors?: false;
+  }
+}
+
 export interface HttpOptions {
   /** Response headers a browser client may read across origins (CORS_ORIGINS turns CORS on). */
   exposedHeaders: string[];
@@ -73,11 +80,12 @@ export default fp<HttpOptions>(
 
     const { corsOrigins } = app.config;
     if (corsOrigins.length > 0) {
-      // An OPTIONS request that is no CORS preflight is answered like any unrouted request.
+      // An OPTIONS request that is no CORS preflight is answered like any unrouted request, unless
+      // a route of its own takes OPTIONS (WebDAV's capability discovery), not the CORS plugin's `*`.
       app.addHook('onRequest', async (request, reply) => {
-        if (request.method === 'OPTIONS' && !(request.headers.origin && request.headers['access-control-request-method'])) {
-          return reply.callNotFound();
-        }
+        const preflight = request.headers.origin && request.headers['access-control-request-method'];
+        const ownOptionsRoute = request.routeOptions.url !== '*' && [request.routeOptions.method].flat().includes('OPTIONS');
+        if (request.method === 'OPTIONS' && !preflight && !ownOptionsRoute) return reply.callNotFound();
       });
       await app.register(cors, { origin: corsOrigins, exposedHeaders });
     }

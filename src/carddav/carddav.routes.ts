@@ -161,6 +161,7 @@ async function wellKnown(app: FastifyInstance): Promise<void> {
     method: ['GET', 'HEAD', 'PROPFIND'],
     url: '/.well-known/carddav',
     exposeHeadRoute: false,
+    config: { cors: false },
     handler: async (_request, reply) => reply.code(301).header('Location', '/dav/').send(),
   });
 }
@@ -214,8 +215,9 @@ async function dav(app: FastifyInstance): Promise<void> {
     }
     throw methodNotAllowed(ALLOWED[resource.kind]);
   };
-  app.route({ method: ROUTED_METHODS, url: '/', exposeHeadRoute: false, handler });
-  app.route({ method: ROUTED_METHODS, url: '/*', exposeHeadRoute: false, handler });
+  // No CORS: WebDAV clients are no browsers, and its OPTIONS is capability discovery, not a preflight.
+  app.route({ method: ROUTED_METHODS, url: '/', exposeHeadRoute: false, config: { cors: false }, handler });
+  app.route({ method: ROUTED_METHODS, url: '/*', exposeHeadRoute: false, config: { cors: false }, handler });
 }
 
 interface DavContext {

@@ -220,3 +220,14 @@ t.test('a method the resource does not list is 405 with Allow, and changes nothi
   }
   t.equal((await call('GET', `${book}one.vcf`)).statusCode, 200, 'the card is still there');
 });
+
+t.test('with CORS on, OPTIONS under /dav is still WebDAV discovery; elsewhere a non-preflight OPTIONS stays unrouted', async (t) => {
+  const cors = await buildContactsApp(t, { env: { CORS_ORIGINS: 'https://app.example' } });
+  const dav = await cors.inject({ method: 'OPTIONS', url: '/dav/' });
+  t.equal(dav.statusCode, 200);
+  t.equal(dav.headers.dav, '1, 3, addressbook');
+  const api = await cors.inject({ method: 'OPTIONS', url: '/api/contacts/' });
+  t.equal(api.statusCode, 404);
+  const preflight = await cors.inject({ method: 'OPTIONS', url: '/api/contacts/', headers: { origin: 'https://app.example', 'access-control-request-method': 'GET' } });
+  t.equal(preflight.statusCode, 204);
+});
