@@ -1,5 +1,5 @@
 /**
- * `npm run bench:carddav -- [--sizes 1000,10000] [--big 100000] [--rounds 3]`
+ * `npm run bench:carddav -- [--sizes 1000,10000] [--big 100000] [--rounds 3] [--cap 900]`
  *
  * The same vdirsyncer scenarios against the service (compiled, on its own PostgreSQL database) and
  * against Debian's Radicale (started here on a free port of 127.0.0.1, with its own storage folder,
@@ -12,7 +12,9 @@
  * sync-collection REPORT after 10 changes, in rounds. Rounds alternate between the two servers.
  * Cards per second: the cards the sync covers (2N) over its seconds; for PROPFIND and the
  * sync-collection, the book's size and the 10 changes. The ratio is Radicale's time over the
- * service's (above 1: the service is faster). Prints a Markdown table to stdout; progress to stderr.
+ * service's (above 1: the service is faster). A vdirsyncer run that outlasts `--cap` seconds is
+ * stopped and reported as "> cap" (a lower bound; that server's later rounds of the size are then
+ * not run). Each result is logged as it is measured; the Markdown table goes to stdout at the end.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -30,11 +32,13 @@ const { values } = parseArgs({
     sizes: { type: 'string', default: '1000,10000' },
     big: { type: 'string', default: '100000' },
     rounds: { type: 'string', default: '3' },
+    cap: { type: 'string', default: '900' },
   },
 });
 const SIZES = values.sizes.split(',').map(Number);
 const BIG = Number(values.big);
 const ROUNDS = Number(values.rounds);
+const CAP_S = Number(values.cap);
 const IMPORT_BATCH = 10_000;
 const PROPFIND_BODY =
   '<?xml version="1.0" encoding="utf-8" ?><propfind xmlns="DAV:"><prop><resourcetype/><getcontenttype/><getetag/></prop></propfind>';
@@ -190,8 +194,10 @@ async function timed<T>(work: () => Promise<T>): Promise<{ seconds: number; valu
   return { seconds: (performance.now() - start) / 1000, value };
 }
 
+/** Seconds of one `vdirsyncer sync`; Infinity when it outlasted the cap (and was stopped). */
 async function syncOnce(setup: VdirsyncerSetup, what: string): Promise<number> {
-  const { seconds, value } = await timed(() => vdirsyncer(setup, ['sync']));
+  const { seconds, value } = await timed(() => vdirsyncer(setup, ['sync'], 'info', CAP_S * 1000));
+  if (seconds >= CAP_S) return Infinity;
   if (value.code !== 0) throw new Error(`${what}: vdirsyncer failed: ${value.stderr.slice(-2000)}`);
   return seconds;
 }
@@ -238,19 +244,25 @@ async function syncScenarios(servers: Server[], size: number, work: string): Pro
     setups.set(server.name, setup);
     log(`${server.name}: initial sync of ${2 * size} cards`);
     initial[server.name] = await syncOnce(setup, 'initial sync');
-    log(`${server.name}: initial sync took ${initial[server.name]!.toFixed(2)} s`);
+    log(`${server.name}: initial sync, ${size} a side: ${initial[server.name]!.toFixed(2)} s`);
   }
   const edits: Record<string, number[]> = {};
   const idle: Record<string, number[]> = {};
+  // A server whose initial sync hit the cap has no synced state to measure further rounds on.
+  const synced = servers.filter((server) => Number.isFinite(initial[server.name]));
   for (let round = 0; round < ROUNDS; round++) {
-    for (const server of servers) {
+    for (const server of synced) {
       const setup = setups.get(server.name)!;
       await tenEdits(server, setup, round);
       (edits[server.name] ??= []).push(await syncOnce(setup, 'sync after 10 edits'));
+      log(`${server.name}: sync after 10 edits, ${size} a side, round ${round}: ${edits[server.name]!.at(-1)!.toFixed(2)} s`);
     }
-    for (const server of servers) (idle[server.name] ??= []).push(await syncOnce(setups.get(server.name)!, 'sync with nothing to do'));
+    for (const server of synced) {
+      (idle[server.name] ??= []).push(await syncOnce(setups.get(server.name)!, 'sync with nothing to do'));
+      log(`${server.name}: sync with nothing to do, ${size} a side, round ${round}: ${idle[server.name]!.at(-1)!.toFixed(2)} s`);
+    }
   }
-  const of = (samples: Record<string, number[]>) => Object.fromEntries(servers.map((server) => [server.name, median(samples[server.name]!)])) as Row['seconds'];
+  const of = (samples: Record<string, number[]>) => Object.fromEntries(servers.map((server) => [server.name, samples[server.name] ? median(samples[server.name]!) : NaN])) as Row['seconds'];
   return [
     { scenario: `initial sync, ${size} cards a side`, cards: 2 * size, seconds: initial as Row['seconds'] },
     { scenario: `sync after 10 edits, ${size} a side`, cards: 2 * size, seconds: of(edits) },
@@ -276,6 +288,7 @@ async function bigBookScenarios(servers: Server[]): Promise<Row[]> {
       });
       if (value.status !== 207 || (value.text.match(/\.vcf</g) ?? []).length < BIG) throw new Error(`${server.name}: PROPFIND listed too little`);
       (propfind[server.name] ??= []).push(seconds);
+      log(`${server.name}: PROPFIND Depth 1 of ${BIG} cards, round ${round}: ${seconds.toFixed(2)} s`);
     }
     for (const server of servers) {
       const tokenAnswer = await (await dav(server, 'PROPFIND', server.book, '<?xml version="1.0"?><propfind xmlns="DAV:"><prop><sync-token/></prop></propfind>', { depth: '0' })).text();
@@ -290,6 +303,7 @@ async function bigBookScenarios(servers: Server[]): Promise<Row[]> {
       });
       if (value.status !== 207 || (value.text.match(/change-/g) ?? []).length < 10) throw new Error(`${server.name}: sync-collection missed changes: ${value.text.slice(0, 500)}`);
       (changes[server.name] ??= []).push(seconds);
+      log(`${server.name}: sync-collection of 10 changes in ${BIG} cards, round ${round}: ${seconds.toFixed(3)} s`);
     }
   }
   const of = (samples: Record<string, number[]>) => Object.fromEntries(servers.map((server) => [server.name, median(samples[server.name]!)])) as Row['seconds'];
@@ -304,9 +318,12 @@ function table(rows: Row[]): string {
     '| scenario | service s | service cards/s | Radicale s | Radicale cards/s | ratio (Radicale s / service s) |',
     '|---|---:|---:|---:|---:|---:|',
   ];
+  const time = (s: number) => (Number.isNaN(s) ? 'not run' : Number.isFinite(s) ? s.toFixed(2) : `> ${CAP_S}`);
+  const rate = (cards: number, s: number) => (Number.isNaN(s) ? '–' : Number.isFinite(s) ? Math.round(cards / s).toLocaleString('en-US') : `< ${Math.round(cards / CAP_S)}`);
   for (const { scenario, cards, seconds } of rows) {
-    const rate = (s: number) => Math.round(cards / s).toLocaleString('en-US');
-    lines.push(`| ${scenario} | ${seconds.service.toFixed(2)} | ${rate(seconds.service)} | ${seconds.radicale.toFixed(2)} | ${rate(seconds.radicale)} | ${(seconds.radicale / seconds.service).toFixed(1)}× |`);
+    const { service, radicale } = seconds;
+    const ratio = Number.isNaN(radicale) ? '–' : Number.isFinite(radicale) ? `${(radicale / service).toFixed(1)}×` : `> ${(CAP_S / service).toFixed(1)}×`;
+    lines.push(`| ${scenario} | ${time(service)} | ${rate(cards, service)} | ${time(radicale)} | ${rate(cards, radicale)} | ${ratio} |`);
   }
   return lines.join('\n');
 }

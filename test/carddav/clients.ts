@@ -82,9 +82,9 @@ export async function vdirsyncerSetup(
   return { localDir, configPath, khardConfigPath };
 }
 
-/** Runs vdirsyncer with the setup's config; `-v debug` output lands in stderr. */
-export function vdirsyncer(setup: VdirsyncerSetup, args: string[], verbosity: 'info' | 'debug' = 'info'): Promise<CommandResult> {
-  return run('vdirsyncer', ['-c', setup.configPath, '-v', verbosity, ...args], { input: 'y\ny\ny\n', env: { LC_ALL: 'C.UTF-8', LANG: 'C.UTF-8' } });
+/** Runs vdirsyncer with the setup's config (stopped after `timeoutMs`); `-v debug` output lands in stderr. */
+export function vdirsyncer(setup: VdirsyncerSetup, args: string[], verbosity: 'info' | 'debug' = 'info', timeoutMs = 600_000): Promise<CommandResult> {
+  return run('vdirsyncer', ['-c', setup.configPath, '-v', verbosity, ...args], { input: 'y\ny\ny\n', env: { LC_ALL: 'C.UTF-8', LANG: 'C.UTF-8' }, timeoutMs });
 }
 
 /** The .vcf files of the local folder, by file name. */
