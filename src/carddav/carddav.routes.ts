@@ -6,12 +6,12 @@ import { cardChanges, SyncTokenRefused, bookSyncToken } from '../contacts/card-s
 import {
   CardRefused,
   CardWriteRefused,
-  cardsByIds,
   checkPutPreconditions,
   deleteCard,
   findCard,
   findCards,
   listCards,
+  listCardsWithText,
   putCard,
 } from '../contacts/cards.service.js';
 import { findUserById } from '../users/users.repository.js';
@@ -275,8 +275,8 @@ async function propfind(context: DavContext) {
         ? [{ href: hrefs.book(userId), properties: await collectionProperties(context, 'book', wanted) }]
         : [];
   const needsText = wanted.kind === 'prop' && wanted.names.some((name) => name.ns === CARDDAV && name.name === 'address-data');
-  const summaries = depth === '1' && resource.kind === 'book' ? await listCards(app, userId) : [];
-  const cards = needsText ? await cardsByIds(app, userId, summaries.map((card) => card.id)) : summaries;
+  const listed = depth === '1' && resource.kind === 'book';
+  const cards = !listed ? [] : needsText ? await listCardsWithText(app, userId) : await listCards(app, userId);
   return multistatus(
     reply,
     multistatusDocument([
@@ -343,7 +343,7 @@ async function query({ app, request, reply, userId, resource }: DavContext, body
     throw error;
   }
   const limit = limitOf(body, CARDDAV);
-  const all = depth === '0' ? [] : await cardsByIds(app, userId, (await listCards(app, userId)).map((card) => card.id));
+  const all = depth === '0' ? [] : await listCardsWithText(app, userId);
   const matching = all.filter((card) => filter(card.text!));
   const page = limit === null ? matching : matching.slice(0, limit);
   const responses = page.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted));

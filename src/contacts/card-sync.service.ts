@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { cardsByIds, listCards, type StoredCard } from './cards.service.js';
+import { cardsByIds, listCardsWithText, type StoredCard } from './cards.service.js';
 import { derivedCardName } from './cards.js';
 import * as repository from './sync.repository.js';
 
@@ -125,12 +125,12 @@ export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: st
   const currentToken = encode(secret, ownerId, current);
   const max = limit ?? Number.MAX_SAFE_INTEGER;
   const cards = (ids: number[]) => cardsByIds(deps, ownerId, ids);
-  if (token === '') return firstListing(deps, ownerId, current, max, cards, 0);
+  if (token === '') return firstListing(deps, ownerId, current, max, 0);
   if (token === currentToken) return { changed: [], removed: [], token: currentToken, truncated: false };
   const state = decode(secret, ownerId, token);
   if (!state) throw new SyncTokenRefused('Invalid sync token');
   if (now - state.t > deps.config.syncTombstoneDays * DAY_MS) throw new SyncTokenRefused('Sync token expired; start a full sync');
-  if ('a' in state) return firstListing(deps, ownerId, state, max, cards, state.a);
+  if ('a' in state) return firstListing(deps, ownerId, state, max, state.a);
   const round = 'x' in state ? { next: { f: state.n, t: state.nt }, after: { xid: state.x, id: state.i } } : { next: current, after: null };
   const changes = await repository.changesSince(deps.db, ownerId, state.f, round.after, max === Number.MAX_SAFE_INTEGER ? max : max + 1);
   const page = changes.slice(0, max);
@@ -150,18 +150,10 @@ export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: st
 }
 
 /** Every card after contact `afterId`, at most `max`; the rounds after it start at `from`. */
-async function firstListing(
-  deps: CardSyncDeps,
-  ownerId: number,
-  from: { f: string; t: number },
-  max: number,
-  cards: (ids: number[]) => Promise<StoredCard[]>,
-  afterId: number,
-): Promise<CardChanges> {
-  const all = (await listCards(deps, ownerId)).filter((card) => card.id > afterId);
-  const page = all.slice(0, max);
-  const truncated = all.length > max;
-  const changed = await cards(page.map((card) => card.id));
-  const next: TokenState = truncated ? { f: from.f, t: from.t, a: page.at(-1)!.id } : { f: from.f, t: from.t };
+async function firstListing(deps: CardSyncDeps, ownerId: number, from: { f: string; t: number }, max: number, afterId: number): Promise<CardChanges> {
+  const listed = await listCardsWithText(deps, ownerId, afterId, max === Number.MAX_SAFE_INTEGER ? max : max + 1);
+  const changed = listed.slice(0, max);
+  const truncated = listed.length > max;
+  const next: TokenState = truncated ? { f: from.f, t: from.t, a: changed.at(-1)!.id } : { f: from.f, t: from.t };
   return { changed, removed: [], token: encode(deps.config.jwtSecret, ownerId, next), truncated };
 }

@@ -77,6 +77,11 @@ export async function cardsByIds(deps: ContactsDeps, ownerId: number, ids: reado
   return (await repository.findCardRows(deps.db, ownerId, ids)).map(storedCard);
 }
 
+/** Up to `limit` of the owner's cards after contact `afterId`, in id order, with their text. */
+export async function listCardsWithText(deps: ContactsDeps, ownerId: number, afterId = 0, limit = Number.MAX_SAFE_INTEGER): Promise<StoredCard[]> {
+  return (await repository.listCardRows(deps.db, ownerId, afterId, limit)).map(storedCard);
+}
+
 /** Every card of the owner in id order, without the text. */
 export async function listCards(deps: ContactsDeps, ownerId: number): Promise<StoredCard[]> {
   return (await repository.listCardSummaries(deps.db, ownerId)).map(summarized);

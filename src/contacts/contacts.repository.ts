@@ -445,14 +445,37 @@ export async function listCardSummaries(db: Kysely<Database>, ownerId: number): 
     .execute();
 }
 
+/** Up to `limit` of the owner's contacts after id `afterId` in id order, with their card columns. */
+export async function listCardRows(db: Kysely<Database>, ownerId: number, afterId: number, limit: number): Promise<CardRow[]> {
+  return db
+    .selectFrom('contacts')
+    .select([...CONTACT_COLUMNS, ...CARD_COLUMNS])
+    .where('owner_id', '=', ownerId)
+    .where('id', '>', afterId)
+    .orderBy('id')
+    .limit(limit)
+    .execute();
+}
+
 /** The owner's contacts with these ids, with their card columns (a missing one is left out). */
 export async function findCardRows(db: Kysely<Database>, ownerId: number, ids: readonly number[]): Promise<CardRow[]> {
-  if (ids.length === 0) return [];
-  return db.selectFrom('contacts').select([...CONTACT_COLUMNS, ...CARD_COLUMNS]).where('owner_id', '=', ownerId).where('id', 'in', ids).orderBy('id').execute();
+  // In chunks: a statement takes at most 65,535 parameters.
+  const CHUNK = 10_000;
+  const rows: CardRow[] = [];
+  for (let start = 0; start < ids.length; start += CHUNK) {
+    const chunk = ids.slice(start, start + CHUNK);
+    rows.push(...(await db.selectFrom('contacts').select([...CONTACT_COLUMNS, ...CARD_COLUMNS]).where('owner_id', '=', ownerId).where('id', 'in', chunk).orderBy('id').execute()));
+  }
+  return rows;
 }
 
 /** The owner's contacts whose cards have these client-chosen names. */
 export async function findCardRowsByChosenNames(db: Kysely<Database>, ownerId: number, names: readonly string[]): Promise<CardRow[]> {
-  if (names.length === 0) return [];
-  return db.selectFrom('contacts').select([...CONTACT_COLUMNS, ...CARD_COLUMNS]).where('owner_id', '=', ownerId).where('card_name', 'in', names).execute();
+  const CHUNK = 10_000;
+  const rows: CardRow[] = [];
+  for (let start = 0; start < names.length; start += CHUNK) {
+    const chunk = names.slice(start, start + CHUNK);
+    rows.push(...(await db.selectFrom('contacts').select([...CONTACT_COLUMNS, ...CARD_COLUMNS]).where('owner_id', '=', ownerId).where('card_name', 'in', chunk).execute()));
+  }
+  return rows;
 }
