@@ -2,7 +2,7 @@ import { listedTags } from '../../plugins/http/conditional.js';
 import { CardRefused, derivedCardName, derivedUid, idOfDerivedCardName, idOfDerivedUid, type ReadCard, readCard, renderedCard } from './cards.js';
 import * as repository from './contacts.repository.js';
 import type { CardRow, CardSummary, ContactFields } from './contacts.repository.js';
-import { type ContactsDeps, contactTag, invalidate, toContact } from './contacts.service.js';
+import { type ContactsDeps, contactTag, createFromCard, invalidate, toContact } from './contacts.service.js';
 
 /*
  * The contacts as cards: what the CardDAV face (src/carddav/) reads and writes, through the same
@@ -175,7 +175,7 @@ export async function putCard(deps: ContactsDeps, ownerId: number, name: string,
         const written = await repository.updateCardContact(deps.db, ownerId, existing.id, fields, { card: text, uid }, now, [existing.updatedAt]);
         return written && { created: false, card: storedCard(written) };
       }
-      const inserted = await repository.insertCardContact(deps.db, ownerId, fields, { card: text, card_name: name, uid: read.uid }, now);
+      const inserted = await createFromCard(deps, ownerId, fields, { card: text, card_name: name, uid: read.uid }, now);
       return { created: true, card: storedCard(inserted) };
     });
     if (outcome === 'uid') continue;

@@ -104,6 +104,14 @@ function toPage(page: PageOf<ContactRow>): ContactPage {
   return { total: page.total, contacts: page.rows.map(toContact) };
 }
 
+/**
+ * Creates the contact of a card a CardDAV client stored (cards.service.ts), with its card columns.
+ * Every create goes through this function or createContact: a rule on creates belongs in both.
+ */
+export async function createFromCard(deps: ContactsDeps, ownerId: number, fields: ContactFields, card: repository.CardColumns, now: Date): Promise<repository.CardRow> {
+  return repository.insertCardContact(deps.db, ownerId, fields, card, now);
+}
+
 /** Creates a contact for `ownerId`. */
 export async function createContact(deps: ContactsDeps, ownerId: number, body: ContactCreate): Promise<Contact> {
   const now = deps.now();
