@@ -1,6 +1,7 @@
 /**
- * Real CardDAV clients for the tests and the benchmark: Debian's vdirsyncer (two-way sync between a
- * folder of .vcf files and a CardDAV book) and khard (reads the folder). `.ci/run` installs them.
+ * Real CardDAV clients for test/carddav/real-clients.test.ts and npm run bench:carddav: Debian's
+ * vdirsyncer (two-way sync between a folder of .vcf files and a CardDAV book) and khard (reads the
+ * folder). `.ci/run` installs them.
  */
 import { execFile } from 'node:child_process';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
