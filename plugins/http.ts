@@ -51,6 +51,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The route's path template as openapi.yaml writes it (`/api/contacts/{contact_id}`), for metrics and traces. */
     httpRoute?: string;
+    /** `false`: @fastify/cors leaves the route alone (it reads this route config). */
+    cors?: false;
   }
 }
 
@@ -97,11 +99,12 @@ export default fp<HttpOptions>(
 
     const { corsOrigins } = app.config;
     if (corsOrigins.length > 0) {
-      // An OPTIONS request that is no CORS preflight is answered like any unrouted request.
+      // An OPTIONS request that is no CORS preflight is answered like any unrouted request, unless
+      // a route of its own takes OPTIONS (WebDAV's capability discovery), not the CORS plugin's `*`.
       app.addHook('onRequest', async (request, reply) => {
-        if (request.method === 'OPTIONS' && !(request.headers.origin && request.headers['access-control-request-method'])) {
-          return reply.callNotFound();
-        }
+        const preflight = request.headers.origin && request.headers['access-control-request-method'];
+        const ownOptionsRoute = request.routeOptions.url !== '*' && [request.routeOptions.method].flat().includes('OPTIONS');
+        if (request.method === 'OPTIONS' && !preflight && !ownOptionsRoute) return reply.callNotFound();
       });
       await app.register(cors, { origin: corsOrigins, exposedHeaders });
     }

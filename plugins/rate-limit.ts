@@ -72,6 +72,16 @@ function decodedPath(url: string): string {
   }
 }
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * Counts a request whose credentials failed outside `/api` (CardDAV's HTTP Basic) against the
+     * anonymous bucket of its client address, the one `/api` uses; throws TooManyRequests once it is full.
+     */
+    countFailedSignIn(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  }
+}
+
 /**
  * Request limits per minute: without a valid access token, one bucket per client address shared
  * by every /api route; with one on a secured operation, only operations marked
@@ -112,9 +122,8 @@ export default fp(
     const outage = outageLog(app.log, { down: 'rate-limit store unavailable; counting in this process', up: 'rate-limit store reachable again' }, 1_000);
     const countHere = fallbackCounter();
 
-    app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      const bucket = bucketOf(request);
-      if (!bucket) return;
+    /** Counts the request in `bucket`; 429 once the bucket is full. */
+    async function countIn(request: FastifyRequest, reply: FastifyReply, bucket: Bucket): Promise<void> {
       buckets.set(request, bucket);
       let state: Awaited<ReturnType<typeof count>> | Count;
       try {
@@ -134,7 +143,16 @@ export default fp(
         rateLimited.inc({ limit: bucket.name });
         throw new TooManyRequests(resetSeconds);
       }
+    }
+
+    app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+      const bucket = bucketOf(request);
+      if (bucket) await countIn(request, reply, bucket);
     });
+
+    app.decorate('countFailedSignIn', (request: FastifyRequest, reply: FastifyReply) =>
+      countIn(request, reply, { name: 'anonymous', key: `anon:${normalizeIP(request.ip)}`, max: rateLimitAnonPerMin }),
+    );
   },
   { name: 'rate-limit', dependencies: ['config', 'redis', 'auth', 'metrics'], fastify: '5.x' },
 );

@@ -15,6 +15,7 @@ import type { Tracing } from '../plugins/tracing.js';
 import workerPoolPlugin from '../plugins/worker-pool.js';
 import { findTokenCutOff } from './auth/auth.repository.js';
 import { authHandlers } from './auth/auth.routes.js';
+import { carddavRoutes } from './carddav/carddav.routes.js';
 import { avatarsHandlers } from './avatars/avatars.routes.js';
 import { contactsHandlers } from './contacts/contacts.routes.js';
 import { declareTransferMetrics } from './contacts/transfer.service.js';
@@ -92,5 +93,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   };
   declareTransferMetrics(app.metrics);
   registerOperations(app, operationTable, handlers);
+  // WebDAV methods cannot be OpenAPI operations: the CardDAV face is routed on its own (docs/carddav.md).
+  await app.register(carddavRoutes);
   return app;
 }

@@ -151,7 +151,8 @@ t.test('a new contact field is openapi.yaml, a migration and the table type: the
     (await readFile(index, 'utf8')).replace(/^(import .*\n)(?!import)/m, "$1import * as nickname from './010-nickname.js';\n").replace(/\n};\n$/, "\n  '010-nickname': nickname,\n};\n"),
   );
   const tables = path.join(dir, 'src/db/database.ts');
-  await writeFile(tables, (await readFile(tables, 'utf8')).replace('  /** E.164. */\n  phone: string;', '  /** E.164. */\n  phone: string;\n  nickname: string | null;'));
+  // The first additional_data column is the contacts table's.
+  await writeFile(tables, (await readFile(tables, 'utf8')).replace('  additional_data: ColumnType<', '  nickname: string | null;\n  additional_data: ColumnType<'));
 
   const codegen = await tsx(dir, ['scripts/codegen.ts']);
   t.equal(codegen.code, 0, codegen.stderr);

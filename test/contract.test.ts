@@ -15,6 +15,8 @@ const operations = specOperations(spec);
 
 /** Documentation pages and their assets: served by the docs plugin, not operations of the contract. */
 const isDocsRoute = (url: string) => /^\/(docs|redoc)(\/|$)/.test(url);
+/** The WebDAV face, which openapi.yaml describes in prose (docs/carddav.md): WebDAV methods cannot be operations. */
+const isWebDavRoute = (url: string) => url === '/dav' || url.startsWith('/dav/') || url === '/.well-known/carddav';
 
 interface RegisteredRoute {
   method: string;
@@ -53,7 +55,10 @@ t.test('every route the app registers is an operation of openapi.yaml', async (t
   t.ok(docs.some((r) => r.url === '/redoc'), 'ReDoc is registered');
   t.same(docs.filter((r) => r.method !== 'GET'), [], 'documentation routes are read-only');
 
-  const apiRoutes = own.filter((r) => !isDocsRoute(r.url));
+  const webDav = own.filter((r) => isWebDavRoute(r.url));
+  t.ok(webDav.some((r) => r.method === 'PROPFIND' && r.url === '/dav/*'), 'the WebDAV face is registered');
+  t.same(webDav.filter((r) => r.operationId !== undefined), [], 'WebDAV routes are no operations');
+  const apiRoutes = own.filter((r) => !isDocsRoute(r.url) && !isWebDavRoute(r.url));
   for (const route of apiRoutes) {
     const op = operations.find((o) => o.method === route.method && o.path === toTemplate(route.url));
     t.ok(op, `${route.method} ${route.url} is an operation of openapi.yaml`);

@@ -208,13 +208,42 @@ function decodedUrl(url: string): string {
   }
 }
 
+/** Paths of the WebDAV face, which openapi.yaml describes in prose (docs/carddav.md) rather than as operations. */
+function isWebDav(url: string): boolean {
+  const path = decodedUrl(url).split('?', 1)[0]!;
+  return path === '/dav' || path.startsWith('/dav/') || path === '/.well-known/carddav';
+}
+
+/**
+ * What docs/carddav.md fixes for every WebDAV answer: an error (4xx, 5xx) is an XML `D:error` body
+ * with an `X:detail`, never `{detail}`; a 207 is an XML `D:multistatus`.
+ */
+function checkWebDav(response: ObservedResponse): string[] {
+  const where = `${response.method} ${response.url} → ${response.statusCode}`;
+  const type = String(response.headers['content-type'] ?? '');
+  const body = response.payload === null ? '' : response.payload.toString();
+  const xml = type === 'application/xml; charset=utf-8' && body.startsWith('<?xml version="1.0" encoding="UTF-8"?>');
+  if (response.statusCode >= 400 && !(xml && /^<\?xml[^>]*\?><D:error [^>]*>.*<X:detail>[^<]*<\/X:detail><\/D:error>$/s.test(body))) {
+    return [`${where}: a WebDAV error must be an XML D:error with an X:detail, not ${type} ${body.slice(0, 200)}`];
+  }
+  if (response.statusCode === 207 && !(xml && body.includes('<D:multistatus '))) return [`${where}: a 207 must be an XML D:multistatus`];
+  return [];
+}
+
 /**
  * Adds an onSend hook that checks every response of a spec operation and reports each departure.
  * Docs routes and unknown-route 404s carry no operationId and are not checked; neither are HEAD and OPTIONS.
+ * The WebDAV face (`/dav`, `/.well-known/carddav`) is checked against what docs/carddav.md fixes instead.
  */
 export async function checkResponsesAgainstSpec(app: FastifyInstance, report: (problem: string) => void): Promise<void> {
   const validator = await specValidator();
   app.addHook('onSend', async (request, reply, payload) => {
+    if (isWebDav(request.url)) {
+      const body = typeof payload === 'string' || Buffer.isBuffer(payload) ? payload : null;
+      const response = { method: request.method, url: request.url, statusCode: reply.statusCode, headers: reply.getHeaders(), payload: body };
+      if (request.method !== 'HEAD') for (const problem of checkWebDav(response)) report(problem);
+      return payload;
+    }
     const routed = request.routeOptions.config.operationId;
     if (routed === undefined || request.method === 'HEAD' || request.method === 'OPTIONS') return payload;
     // The router decodes the path; so does the match (`/%61pi/...` is `/api/...`).

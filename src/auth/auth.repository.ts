@@ -41,7 +41,8 @@ export async function storeLoginRefreshToken(db: Kysely<Database>, id: number, h
 
 /**
  * Completes a password reset if `resetTokenHash` is still the user's latest reset token: sets the
- * password, marks the e-mail verified and ends every token issued up to the cut-off. The cut-off
+ * password, marks the e-mail verified, ends every token issued up to the cut-off and revokes every
+ * app password. The cut-off
  * is read while holding the user's row lock, so a racing login either stored its refresh token
  * (and signed its tokens) before it, or finds the password changed. Null when the token was used
  * or superseded meanwhile.
@@ -68,6 +69,8 @@ export async function completePasswordReset(
       .set({ password_hash: passwordHash, is_verified: true, refresh_token_hash: null, reset_token_hash: null, tokens_valid_after: cutOff })
       .where('id', '=', id)
       .execute();
+    // App passwords are checked against the database on every request, so this revokes them everywhere at once.
+    await trx.deleteFrom('app_passwords').where('user_id', '=', id).execute();
     return cutOff;
   });
 }

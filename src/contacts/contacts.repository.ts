@@ -73,7 +73,8 @@ export async function findContact(db: Kysely<Database>, ownerId: number, id: num
 /**
  * Writes the given fields and moves `updated_at`; undefined when the owner has no such contact, or
  * when `versions` is given and the contact's `updated_at` is none of them (so the check and the
- * write are one statement: of two writers holding the same version, one wins).
+ * write are one statement: of two writers holding the same version, one wins), or when the contact
+ * has a stored card, whose text must change with its fields (updateCardContact).
  */
 export async function updateContact(
   db: Kysely<Database>,
@@ -92,6 +93,7 @@ export async function updateContact(
     })
     .where('owner_id', '=', ownerId)
     .where('id', '=', id)
+    .where('card', 'is', null)
     .$if(versions !== undefined, (query) => query.where('updated_at', 'in', versions!))
     .returning(CONTACT_COLUMNS)
     .executeTakeFirst();
@@ -256,7 +258,8 @@ export async function insertContacts(db: Kysely<Database>, ownerId: number, cont
         .onConflict((conflict) => conflict.doNothing())
         .returning('email')
         .execute();
-      for (const row of rows) inserted.add(row.email);
+      // An import entry always has an e-mail (the create rules).
+      for (const row of rows) inserted.add(row.email!);
     }
     return inserted;
   });
@@ -325,4 +328,154 @@ export async function listUpcomingBirthdays(
   const total = Number(result[0]?.total ?? 0);
   const rows = result.flatMap(({ total: _total, ...row }) => (row.id === null ? [] : [row as ContactRow]));
   return { total, rows };
+}
+
+/** The columns of a card beside a contact's: the stored vCard, the client's resource name, a UID of its own. */
+const CARD_COLUMNS = ['card', 'card_name', 'uid'] as const;
+export type CardRow = ContactRow & Pick<Selectable<ContactsTable>, (typeof CARD_COLUMNS)[number]>;
+/** A card as a listing shows it: the text's length instead of the text. */
+export type CardSummary = ContactRow & Pick<Selectable<ContactsTable>, 'card_name'> & { card_octets: number | null };
+
+const UNIQUE_CARD_NAME_INDEX = 'contacts_owner_card_name_key';
+const UNIQUE_UID_INDEX = 'contacts_owner_uid_key';
+
+/** Which per-owner uniqueness index of cards refused a row: the resource name, the UID, or neither. */
+export function cardUniquenessRefused(error: unknown): 'card_name' | 'uid' | null {
+  const e = error as { code?: unknown; constraint?: unknown } | null;
+  if (e?.code !== '23505') return null;
+  return e.constraint === UNIQUE_CARD_NAME_INDEX ? 'card_name' : e.constraint === UNIQUE_UID_INDEX ? 'uid' : null;
+}
+
+/** The owner's contact `id` with its card columns. */
+export async function findCardRow(db: Kysely<Database>, ownerId: number, id: number): Promise<CardRow | undefined> {
+  return db.selectFrom('contacts').select([...CONTACT_COLUMNS, ...CARD_COLUMNS]).where('owner_id', '=', ownerId).where('id', '=', id).executeTakeFirst();
+}
+
+/**
+ * The owner's contact whose card has the resource name `name`: the contact `derivedId` when the name
+ * is the derived name of that contact and its client chose none, else the one whose client chose it.
+ */
+export async function findCardRowByName(db: Kysely<Database>, ownerId: number, name: string, derivedId: number | null): Promise<CardRow | undefined> {
+  return db
+    .selectFrom('contacts')
+    .select([...CONTACT_COLUMNS, ...CARD_COLUMNS])
+    .where('owner_id', '=', ownerId)
+    .where((eb) => {
+      const chosen = eb('card_name', '=', name);
+      return derivedId === null ? chosen : eb.or([chosen, eb.and([eb('id', '=', derivedId), eb('card_name', 'is', null)])]);
+    })
+    // The derived one first: it is the contact's own name.
+    .orderBy(sql`card_name is null`, 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+/** The owner's contacts whose card has the UID `uid` (their own, or the derived UID of `derivedId`): at most two. */
+export async function findUidHolders(db: Kysely<Database>, ownerId: number, uid: string, derivedId: number | null): Promise<Pick<CardRow, 'id' | 'card_name'>[]> {
+  return db
+    .selectFrom('contacts')
+    .select(['id', 'card_name'])
+    .where('owner_id', '=', ownerId)
+    .where((eb) => {
+      const own = eb('uid', '=', uid);
+      return derivedId === null ? own : eb.or([own, eb.and([eb('id', '=', derivedId), eb('uid', 'is', null)])]);
+    })
+    .limit(2)
+    .execute();
+}
+
+/** Which of the owner's contacts hold one of `emails`, ignoring case: lower-cased address → contact id. */
+export async function heldEmails(db: Kysely<Database>, ownerId: number, emails: readonly string[]): Promise<Map<string, number>> {
+  if (emails.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('contacts')
+    .select(['id', sql<string>`lower(email)`.as('email')])
+    .where('owner_id', '=', ownerId)
+    .where(sql`lower(email)`, 'in', emails.map((email) => email.toLowerCase()))
+    .execute();
+  return new Map(rows.map((row) => [row.email, row.id]));
+}
+
+/** What a card write stores beside the fields. */
+export interface CardColumns {
+  card: string;
+  card_name?: string | null;
+  uid: string | null;
+}
+
+/** Inserts a contact stored from a card, stamped `now`. */
+export async function insertCardContact(db: Kysely<Database>, ownerId: number, fields: ContactFields, card: CardColumns, now: Date): Promise<CardRow> {
+  return db
+    .insertInto('contacts')
+    .values({ ...(columnValues(fields) as Insertable<ContactsTable>), ...card, owner_id: ownerId, created_at: now, updated_at: now })
+    .returning([...CONTACT_COLUMNS, ...CARD_COLUMNS])
+    .executeTakeFirstOrThrow();
+}
+
+/**
+ * Writes the fields and the card columns of the owner's contact `id` if its `updated_at` is one of
+ * `versions` (any, when undefined), moving `updated_at`; undefined when nothing was written.
+ */
+export async function updateCardContact(
+  db: Kysely<Database>,
+  ownerId: number,
+  id: number,
+  fields: ContactFields,
+  card: CardColumns,
+  now: Date,
+  versions?: readonly Date[],
+): Promise<CardRow | undefined> {
+  return db
+    .updateTable('contacts')
+    .set({ ...columnValues(fields), ...card, updated_at: sql<Date>`greatest(${now}::timestamptz, updated_at + interval '1 millisecond')` })
+    .where('owner_id', '=', ownerId)
+    .where('id', '=', id)
+    .$if(versions !== undefined, (query) => query.where('updated_at', 'in', versions!))
+    .returning([...CONTACT_COLUMNS, ...CARD_COLUMNS])
+    .executeTakeFirst();
+}
+
+/** Every card of the owner in id order, with its text's length (null: rendered from the fields). */
+export async function listCardSummaries(db: Kysely<Database>, ownerId: number): Promise<CardSummary[]> {
+  return db
+    .selectFrom('contacts')
+    .select([...CONTACT_COLUMNS, 'card_name', sql<number | null>`octet_length(card)`.as('card_octets')])
+    .where('owner_id', '=', ownerId)
+    .orderBy('id')
+    .execute();
+}
+
+/** Up to `limit` of the owner's contacts after id `afterId` in id order, with their card columns. */
+export async function listCardRows(db: Kysely<Database>, ownerId: number, afterId: number, limit: number): Promise<CardRow[]> {
+  return db
+    .selectFrom('contacts')
+    .select([...CONTACT_COLUMNS, ...CARD_COLUMNS])
+    .where('owner_id', '=', ownerId)
+    .where('id', '>', afterId)
+    .orderBy('id')
+    .limit(limit)
+    .execute();
+}
+
+/** The owner's contacts with these ids, with their card columns (a missing one is left out). */
+export async function findCardRows(db: Kysely<Database>, ownerId: number, ids: readonly number[]): Promise<CardRow[]> {
+  // In chunks: a statement takes at most 65,535 parameters.
+  const CHUNK = 10_000;
+  const rows: CardRow[] = [];
+  for (let start = 0; start < ids.length; start += CHUNK) {
+    const chunk = ids.slice(start, start + CHUNK);
+    rows.push(...(await db.selectFrom('contacts').select([...CONTACT_COLUMNS, ...CARD_COLUMNS]).where('owner_id', '=', ownerId).where('id', 'in', chunk).orderBy('id').execute()));
+  }
+  return rows;
+}
+
+/** The owner's contacts whose cards have these client-chosen names. */
+export async function findCardRowsByChosenNames(db: Kysely<Database>, ownerId: number, names: readonly string[]): Promise<CardRow[]> {
+  const CHUNK = 10_000;
+  const rows: CardRow[] = [];
+  for (let start = 0; start < names.length; start += CHUNK) {
+    const chunk = names.slice(start, start + CHUNK);
+    rows.push(...(await db.selectFrom('contacts').select([...CONTACT_COLUMNS, ...CARD_COLUMNS]).where('owner_id', '=', ownerId).where('card_name', 'in', chunk).execute()));
+  }
+  return rows;
 }

@@ -3,6 +3,7 @@ import { listedTags } from '../../plugins/http/conditional.js';
 import { BadRequest, Conflict, NotFound, PreconditionFailed, ValidationFailed } from '../../plugins/http/errors.js';
 import type { components } from '../generated/openapi.js';
 import { birthdayWindow } from './birthdays.js';
+import { rewriteCard } from './cards.js';
 import * as repository from './contacts.repository.js';
 import { CONTACT_COLUMNS, type ContactFields, type ContactRow, type PageOf, type PageRequest } from './contacts.repository.js';
 import { schemaFields } from '../generated/schemas.js';
@@ -14,7 +15,7 @@ type ContactCreate = components['schemas']['ContactCreate'];
 type ContactPatch = components['schemas']['ContactPatch'];
 
 /** What the contacts service needs from the app. */
-export type ContactsDeps = Pick<FastifyInstance, 'db' | 'cache' | 'now' | 'metrics'>;
+export type ContactsDeps = Pick<FastifyInstance, 'db' | 'cache' | 'now'>;
 
 const ADDITIONAL_DATA_MAX_BYTES = 16 * 1024;
 const E164 = /^\+[1-9][0-9]{6,14}$/;
@@ -41,12 +42,12 @@ export function toContact(row: ContactRow): Contact {
  */
 export function applyContactRules<T extends ContactFields>(fields: T, now: Date): T {
   const checked = { ...fields };
-  if (fields.phone !== undefined) {
+  if (fields.phone != null) {
     const phone = stripPhoneSeparators(fields.phone);
     if (!E164.test(phone)) throw new ValidationFailed('body/phone must be an international number in E.164 form, like +14155550123');
     checked.phone = phone;
   }
-  if (fields.birthday !== undefined) {
+  if (fields.birthday != null) {
     if (fields.birthday < EARLIEST_BIRTHDAY) throw new ValidationFailed(`body/birthday must not be before ${EARLIEST_BIRTHDAY}`);
     if (fields.birthday >= utcDate(now)) throw new ValidationFailed('body/birthday must be before today');
   }
@@ -101,6 +102,14 @@ interface ContactPage {
 
 function toPage(page: PageOf<ContactRow>): ContactPage {
   return { total: page.total, contacts: page.rows.map(toContact) };
+}
+
+/**
+ * Creates the contact of a card a CardDAV client stored (cards.service.ts), with its card columns.
+ * Every create goes through this function or createContact: a rule on creates belongs in both.
+ */
+export async function createFromCard(deps: ContactsDeps, ownerId: number, fields: ContactFields, card: repository.CardColumns, now: Date): Promise<repository.CardRow> {
+  return repository.insertCardContact(deps.db, ownerId, fields, card, now);
 }
 
 /** Creates a contact for `ownerId`. */
@@ -186,10 +195,43 @@ async function update(deps: ContactsDeps, ownerId: number, id: number, fields: C
   const now = deps.now();
   const checked = applyContactRules(fields, now);
   const row = await conditionally(deps, ownerId, id, precondition, (versions) =>
-    writing(() => repository.updateContact(deps.db, ownerId, id, checked, now, versions)),
+    writing(async () => (await repository.updateContact(deps.db, ownerId, id, checked, now, versions)) ?? updateWithCard(deps, ownerId, id, checked, now, versions)),
   );
   await invalidate(deps, ownerId);
   return toContact(row);
+}
+
+/**
+ * The write of a contact whose client stored a card: the card's mapped properties are rewritten
+ * with the fields (docs/carddav.md), in a write that holds only if the contact is still in the
+ * version the card was read in; a write in between makes it read again (and under If-Match, the
+ * precondition then fails). Undefined when the contact is missing, or in none of `versions`.
+ */
+async function updateWithCard(
+  deps: ContactsDeps,
+  ownerId: number,
+  id: number,
+  fields: ContactFields,
+  now: Date,
+  versions: readonly Date[] | undefined,
+): Promise<ContactRow | undefined> {
+  for (;;) {
+    const stored = await repository.findCardRow(deps.db, ownerId, id);
+    if (!stored || (versions && !versions.some((version) => version.getTime() === stored.updated_at.getTime()))) return undefined;
+    const written =
+      stored.card === null
+        ? await repository.updateContact(deps.db, ownerId, id, fields, now, [stored.updated_at])
+        : await repository.updateCardContact(
+            deps.db,
+            ownerId,
+            id,
+            fields,
+            { card: rewriteCard(stored.card, toContact(stored), fields, now), uid: stored.uid },
+            now,
+            [stored.updated_at],
+          );
+    if (written) return written;
+  }
 }
 
 /** Deletes one of the owner's contacts (if it meets If-Match) and returns it as it was. */

@@ -7,6 +7,8 @@ export interface Change {
   xid: string;
   id: number;
   deleted: boolean;
+  /** For a deletion: the resource name a CardDAV client chose for the card, if it did. */
+  card_name: string | null;
 }
 
 /**
@@ -38,11 +40,11 @@ export async function changesSince(
 ): Promise<Change[]> {
   const from = after ?? { xid: since, id: -1 };
   const { rows } = await sql<Change>`
-    select xid, id, deleted from (
-      select change_xid::text as xid, change_xid, id, false as deleted from contacts
+    select xid, id, deleted, card_name from (
+      select change_xid::text as xid, change_xid, id, false as deleted, null::text as card_name from contacts
        where owner_id = ${ownerId} and change_xid >= ${since}::xid8 and (change_xid, id) > (${from.xid}::xid8, ${from.id})
       union all
-      select change_xid::text, change_xid, contact_id, true from contact_tombstones
+      select change_xid::text, change_xid, contact_id, true, card_name from contact_tombstones
        where owner_id = ${ownerId} and change_xid >= ${since}::xid8 and (change_xid, contact_id) > (${from.xid}::xid8, ${from.id})
     ) changes
     order by change_xid, id
@@ -59,4 +61,63 @@ export function contactsByIds(db: Kysely<Database>, ownerId: number, ids: readon
 /** Forgets every owner's tombstones older than `before` (by the deleted_at index): tokens that would need them are refused by then. */
 export async function purgeTombstones(db: Kysely<Database>, before: Date): Promise<void> {
   await db.deleteFrom('contact_tombstones').where('deleted_at', '<', before).execute();
+}
+
+/** Where an owner's book stands: the sync frontier and the owner's latest change (see card-sync.service.ts). */
+export interface BookState {
+  /** The oldest transaction still running now. */
+  xmin: string;
+  /** The transactions running now (all at or above xmin). */
+  running: string[];
+  /** The transaction of the owner's latest visible change (a write or a deletion), or null. */
+  latestXid: string | null;
+  /** When that change was made (ms), or null. */
+  latestAt: number | null;
+}
+
+/** The owner's book state, from one snapshot: two index lookups of the latest change, and the running transactions. */
+export async function bookState(db: Kysely<Database>, ownerId: number): Promise<BookState> {
+  const { rows } = await sql<{ xmin: string; running: string[]; latest_xid: string | null; latest_at: Date | null }>`
+    select pg_snapshot_xmin(snapshot)::text as xmin,
+           array(select xip::text from pg_snapshot_xip(snapshot) as xip) as running,
+           latest.xid::text as latest_xid, latest.at as latest_at
+      from pg_current_snapshot() as snapshot
+      left join lateral (
+        select xid, at from (
+          (select change_xid as xid, updated_at as at from contacts where owner_id = ${ownerId} order by change_xid desc limit 1)
+          union all
+          (select change_xid, deleted_at from contact_tombstones where owner_id = ${ownerId} order by change_xid desc limit 1)
+        ) as both_kinds
+        order by xid desc limit 1
+      ) as latest on true`.execute(db);
+  const row = rows[0]!;
+  return { xmin: row.xmin, running: row.running, latestXid: row.latest_xid, latestAt: row.latest_at === null ? null : new Date(row.latest_at).getTime() };
+}
+
+/** Transactions that may write this database, seen from outside any of them (see card-sync.service.ts). */
+export interface LocalWriters {
+  /** The next transaction id when the scan began: a transaction from it on may be anyone's. */
+  next: string;
+  /** The running transactions (32-bit ids, as pg_locks gives them) that hold a lock on a relation of this database. */
+  xids: string[];
+}
+
+/**
+ * The transactions holding a lock on a relation of this database (every writer of a table here
+ * does until it ends), read from pg_locks, which every role may read. Another database's
+ * transactions never can write here.
+ */
+export async function localWriters(db: Kysely<Database>): Promise<LocalWriters> {
+  const { rows } = await sql<{ next: string; xids: string[] }>`
+    select pg_snapshot_xmax(pg_current_snapshot())::text as next,
+           array(
+             select distinct own.transactionid::text
+               from pg_locks own
+              where own.locktype = 'transactionid' and own.granted
+                and exists (
+                  select from pg_locks relation
+                   where relation.virtualtransaction = own.virtualtransaction and relation.locktype = 'relation'
+                     and relation.database = (select oid from pg_database where datname = current_database()))
+           ) as xids`.execute(db);
+  return rows[0]!;
 }

@@ -22,7 +22,9 @@ type ImportReport = components['schemas']['ImportReport'];
 type ExportFormat = 'vcard' | 'csv';
 export type { ImportType };
 /** What an import needs from the app beyond the contacts' own. */
-export type ImportDeps = ContactsDeps & Pick<FastifyInstance, 'workerPool' | 'config'>;
+/** Exports and imports also count what they move (`app.metrics`). */
+export type ExportDeps = ContactsDeps & Pick<FastifyInstance, 'metrics'>;
+export type ImportDeps = ExportDeps & Pick<FastifyInstance, 'workerPool' | 'config'>;
 
 /** Rows per FETCH: one batch is all an export holds in memory. */
 const EXPORT_BATCH = 500;
@@ -80,7 +82,7 @@ interface ContactsFile {
  * transaction ends before the answer starts (a slow or stalled download holds no connection), and
  * a database failure is an error answer (503), never a cut-off file. A bad expression is a 400.
  */
-export async function exportContacts(deps: ContactsDeps, ownerId: number, format: ExportFormat, query: string | undefined, sort: string): Promise<ContactsFile> {
+export async function exportContacts(deps: ExportDeps, ownerId: number, format: ExportFormat, query: string | undefined, sort: string): Promise<ContactsFile> {
   const { conditions, keys } = parseListing(query, sort);
   const { contentType, fileName, header, entry } = EXPORTS[format];
   const spoolPath = path.join(os.tmpdir(), `contacts-export-${randomUUID()}`);

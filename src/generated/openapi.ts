@@ -231,6 +231,58 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/api/users/me/app-passwords": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The user's app passwords
+         * @description App passwords sign a CardDAV client in (`docs/carddav.md`): HTTP Basic on `/dav` with the
+         *     username or e-mail address and one of these. Listed in `id` order, never with the password
+         *     or its hash. `last_used_at` is null until the password first signs a `/dav` request in,
+         *     then the time of its latest use; it may lag by up to a minute.
+         */
+        get: operations["listAppPasswords"];
+        put?: never;
+        /**
+         * Make an app password for a device
+         * @description A random password of letters, digits and `-` (no `:`) with at least 128 bits of randomness,
+         *     shown only in this answer: the service keeps a keyed hash (HMAC-SHA-256) of it. It signs in
+         *     on `/dav` only (never on `/api`). A password reset revokes every app password of the user.
+         */
+        post: operations["createAppPassword"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/me/app-passwords/{app_password_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The app password's id. */
+                app_password_id: components["parameters"]["app_password_id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an app password
+         * @description From the moment this answer is sent, the password is refused on every instance.
+         */
+        delete: operations["deleteAppPassword"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/avatars/{name}.webp": {
         parameters: {
             query?: never;
@@ -722,6 +774,40 @@ export type components = {
              */
             is_verified: boolean;
         };
+        AppPasswordRequest: {
+            /**
+             * @description What the password is for (a device); surrounding white space is removed first, then 1 to 100 characters.
+             * @example Jane's phone
+             */
+            name: string;
+        };
+        AppPassword: {
+            /**
+             * Format: int32
+             * @example 3
+             */
+            id: number;
+            /** @example Jane's phone */
+            name: string;
+            created_at: components["schemas"]["Timestamp"];
+            /** @description When the password last signed a `/dav` request in (up to a minute behind); null before its first use. */
+            last_used_at: components["schemas"]["Timestamp"] | null;
+        };
+        AppPasswordCreated: {
+            /**
+             * Format: int32
+             * @example 3
+             */
+            id: number;
+            /** @example Jane's phone */
+            name: string;
+            /**
+             * @description Letters, digits and `-`; at least 128 bits of randomness. Shown only here.
+             * @example 4kq9-Xz2m-Pw7d-Lr3v-Nb8c-Ht5j
+             */
+            password: string;
+            created_at: components["schemas"]["Timestamp"];
+        };
         /**
          * Format: binary
          * @description The bytes of an image.
@@ -779,6 +865,12 @@ export type components = {
          * @description A contact. On its properties, `x-filter` lists the operators the list's `query` takes for
          *     the field, `x-sort` makes it a `sort` key, and `x-search` puts it under a bare search term;
          *     the service reads these from here (scripts/codegen.ts), so a new field needs no other list.
+         *
+         *     Since version 2.0.0 `email`, `phone` and `birthday` may be null, and `first_name` or
+         *     `last_name` (never both) may be empty: a card stored over CardDAV (`docs/carddav.md`) needs
+         *     only a name. REST writes keep their rules. A null field matches no filter condition on it
+         *     (nor a bare term), sorts after every value ascending and before them descending, is left
+         *     out of upcoming birthdays, and is left out of exports (no vCard line, an empty CSV cell).
          */
         Contact: {
             /**
@@ -792,19 +884,21 @@ export type components = {
             last_name: string;
             /**
              * Format: email
+             * @description Null for a contact stored over CardDAV whose card has no usable e-mail address.
              * @example jane@example.com
              */
-            email: string;
+            email: string | null;
             /**
-             * @description E.164.
+             * @description E.164; null for a contact stored over CardDAV whose card has no usable number.
              * @example +14155550123
              */
-            phone: string;
+            phone: string | null;
             /**
              * Format: date
+             * @description Null for a contact stored over CardDAV whose card has no full birthday.
              * @example 1990-05-17
              */
-            birthday: string;
+            birthday: string | null;
             additional_data: components["schemas"]["AdditionalData"];
             created_at: components["schemas"]["Timestamp"];
             updated_at: components["schemas"]["Timestamp"];
@@ -1036,6 +1130,8 @@ export type components = {
         };
     };
     parameters: {
+        /** @description The app password's id. */
+        app_password_id: number;
         /** @description Records to skip. */
         skip: number;
         /** @description Records per page, at most 1000. */
@@ -1661,6 +1757,110 @@ export interface operations {
             };
             400: components["responses"]["MalformedJson"];
             401: components["responses"]["NotAuthenticated"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationError"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listAppPasswords: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The app passwords. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppPassword"][];
+                };
+            };
+            400: components["responses"]["MalformedJson"];
+            401: components["responses"]["NotAuthenticated"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationError"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createAppPassword: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AppPasswordRequest"];
+            };
+        };
+        responses: {
+            /** @description The new app password, with the password itself (shown this once). */
+            201: {
+                headers: {
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppPasswordCreated"];
+                };
+            };
+            400: components["responses"]["MalformedJson"];
+            401: components["responses"]["NotAuthenticated"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationError"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteAppPassword: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The app password's id. */
+                app_password_id: components["parameters"]["app_password_id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The app password is revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["MalformedJson"];
+            401: components["responses"]["NotAuthenticated"];
+            /** @description No app password with this id belongs to the user. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "App password not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationError"];

@@ -1560,6 +1560,465 @@ export const operationTable = {
       }
     }
   },
+  "listAppPasswords": {
+    "method": "GET",
+    "url": "/api/users/me/app-passwords",
+    "secured": true,
+    "rateLimit": null,
+    "cacheTtl": null,
+    "weakEtag": false,
+    "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
+    "trimmedBodyFields": [],
+    "successContentTypes": {
+      "200": "application/json"
+    },
+    "schema": {
+      "response": {
+        "200": {
+          "type": "array",
+          "items": {
+            "type": "object",
+            "required": [
+              "id",
+              "name",
+              "created_at",
+              "last_used_at"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "id": {
+                "type": "integer",
+                "format": "int32"
+              },
+              "name": {
+                "type": "string"
+              },
+              "created_at": {
+                "type": "string",
+                "format": "date-time",
+                "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$"
+              },
+              "last_used_at": {
+                "oneOf": [
+                  {
+                    "type": "string",
+                    "format": "date-time",
+                    "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$"
+                  },
+                  {
+                    "type": "null"
+                  }
+                ]
+              }
+            }
+          }
+        },
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "413": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "415": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "429": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
+  "createAppPassword": {
+    "method": "POST",
+    "url": "/api/users/me/app-passwords",
+    "secured": true,
+    "rateLimit": null,
+    "cacheTtl": null,
+    "weakEtag": false,
+    "requestContentTypes": [
+      "application/json"
+    ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
+    "trimmedBodyFields": [
+      "name"
+    ],
+    "successContentTypes": {
+      "201": "application/json"
+    },
+    "schema": {
+      "body": {
+        "type": "object",
+        "required": [
+          "name"
+        ],
+        "additionalProperties": false,
+        "properties": {
+          "name": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 100
+          }
+        }
+      },
+      "response": {
+        "201": {
+          "type": "object",
+          "required": [
+            "id",
+            "name",
+            "password",
+            "created_at"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "id": {
+              "type": "integer",
+              "format": "int32"
+            },
+            "name": {
+              "type": "string"
+            },
+            "password": {
+              "type": "string",
+              "pattern": "^[A-Za-z0-9-]{22,}$"
+            },
+            "created_at": {
+              "type": "string",
+              "format": "date-time",
+              "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$"
+            }
+          }
+        },
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "413": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "415": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "429": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
+  "deleteAppPassword": {
+    "method": "DELETE",
+    "url": "/api/users/me/app-passwords/:app_password_id",
+    "secured": true,
+    "rateLimit": null,
+    "cacheTtl": null,
+    "weakEtag": false,
+    "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
+    "trimmedBodyFields": [],
+    "successContentTypes": {
+      "204": null
+    },
+    "schema": {
+      "params": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "app_password_id"
+        ],
+        "properties": {
+          "app_password_id": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 2147483647
+          }
+        }
+      },
+      "response": {
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "404": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "413": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "415": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "429": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
   "getAvatar": {
     "method": "GET",
     "url": "/avatars/:name.webp",
@@ -1723,14 +2182,23 @@ export const operationTable = {
                 "type": "string"
               },
               "email": {
-                "type": "string",
+                "type": [
+                  "string",
+                  "null"
+                ],
                 "format": "email"
               },
               "phone": {
-                "type": "string"
+                "type": [
+                  "string",
+                  "null"
+                ]
               },
               "birthday": {
-                "type": "string",
+                "type": [
+                  "string",
+                  "null"
+                ],
                 "format": "date"
               },
               "additional_data": {
@@ -1933,14 +2401,23 @@ export const operationTable = {
               "type": "string"
             },
             "email": {
-              "type": "string",
+              "type": [
+                "string",
+                "null"
+              ],
               "format": "email"
             },
             "phone": {
-              "type": "string"
+              "type": [
+                "string",
+                "null"
+              ]
             },
             "birthday": {
-              "type": "string",
+              "type": [
+                "string",
+                "null"
+              ],
               "format": "date"
             },
             "additional_data": {
@@ -2428,14 +2905,23 @@ export const operationTable = {
                 "type": "string"
               },
               "email": {
-                "type": "string",
+                "type": [
+                  "string",
+                  "null"
+                ],
                 "format": "email"
               },
               "phone": {
-                "type": "string"
+                "type": [
+                  "string",
+                  "null"
+                ]
               },
               "birthday": {
-                "type": "string",
+                "type": [
+                  "string",
+                  "null"
+                ],
                 "format": "date"
               },
               "additional_data": {
@@ -2594,14 +3080,23 @@ export const operationTable = {
                     "type": "string"
                   },
                   "email": {
-                    "type": "string",
+                    "type": [
+                      "string",
+                      "null"
+                    ],
                     "format": "email"
                   },
                   "phone": {
-                    "type": "string"
+                    "type": [
+                      "string",
+                      "null"
+                    ]
                   },
                   "birthday": {
-                    "type": "string",
+                    "type": [
+                      "string",
+                      "null"
+                    ],
                     "format": "date"
                   },
                   "additional_data": {
@@ -2794,14 +3289,23 @@ export const operationTable = {
               "type": "string"
             },
             "email": {
-              "type": "string",
+              "type": [
+                "string",
+                "null"
+              ],
               "format": "email"
             },
             "phone": {
-              "type": "string"
+              "type": [
+                "string",
+                "null"
+              ]
             },
             "birthday": {
-              "type": "string",
+              "type": [
+                "string",
+                "null"
+              ],
               "format": "date"
             },
             "additional_data": {
@@ -3028,14 +3532,23 @@ export const operationTable = {
               "type": "string"
             },
             "email": {
-              "type": "string",
+              "type": [
+                "string",
+                "null"
+              ],
               "format": "email"
             },
             "phone": {
-              "type": "string"
+              "type": [
+                "string",
+                "null"
+              ]
             },
             "birthday": {
-              "type": "string",
+              "type": [
+                "string",
+                "null"
+              ],
               "format": "date"
             },
             "additional_data": {
@@ -3315,14 +3828,23 @@ export const operationTable = {
               "type": "string"
             },
             "email": {
-              "type": "string",
+              "type": [
+                "string",
+                "null"
+              ],
               "format": "email"
             },
             "phone": {
-              "type": "string"
+              "type": [
+                "string",
+                "null"
+              ]
             },
             "birthday": {
-              "type": "string",
+              "type": [
+                "string",
+                "null"
+              ],
               "format": "date"
             },
             "additional_data": {
@@ -3547,14 +4069,23 @@ export const operationTable = {
               "type": "string"
             },
             "email": {
-              "type": "string",
+              "type": [
+                "string",
+                "null"
+              ],
               "format": "email"
             },
             "phone": {
-              "type": "string"
+              "type": [
+                "string",
+                "null"
+              ]
             },
             "birthday": {
-              "type": "string",
+              "type": [
+                "string",
+                "null"
+              ],
               "format": "date"
             },
             "additional_data": {
@@ -3946,6 +4477,9 @@ export interface SuccessHeaders {
   getCurrentUser: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   putAvatar: { 200: {  } };
   deleteAvatar: { 204: {  } };
+  listAppPasswords: { 200: {  } };
+  createAppPassword: { 201: { "Location": components['headers']["Location"] } };
+  deleteAppPassword: { 204: {  } };
   getAvatar: { 200: { "Cache-Control": string } };
   listContacts: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
   createContact: { 201: { "Location": components['headers']["Location"]; "ETag": components['headers']["ETag"] } };
@@ -3978,6 +4512,9 @@ export interface DefaultedQuery {
   getCurrentUser: never;
   putAvatar: never;
   deleteAvatar: never;
+  listAppPasswords: never;
+  createAppPassword: never;
+  deleteAppPassword: never;
   getAvatar: never;
   listContacts: "skip" | "limit" | "sort";
   createContact: never;

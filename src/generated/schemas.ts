@@ -171,6 +171,66 @@ export const schemaFields = {
     "sortable": [],
     "searched": []
   },
+  "AppPasswordRequest": {
+    "properties": [
+      "name"
+    ],
+    "writable": [
+      "name"
+    ],
+    "kinds": {
+      "name": "text"
+    },
+    "filters": {},
+    "sortable": [],
+    "searched": []
+  },
+  "AppPassword": {
+    "properties": [
+      "id",
+      "name",
+      "created_at",
+      "last_used_at"
+    ],
+    "writable": [
+      "id",
+      "name",
+      "created_at",
+      "last_used_at"
+    ],
+    "kinds": {
+      "id": "integer",
+      "name": "text",
+      "created_at": "timestamp",
+      "last_used_at": "unknown"
+    },
+    "filters": {},
+    "sortable": [],
+    "searched": []
+  },
+  "AppPasswordCreated": {
+    "properties": [
+      "id",
+      "name",
+      "password",
+      "created_at"
+    ],
+    "writable": [
+      "id",
+      "name",
+      "password",
+      "created_at"
+    ],
+    "kinds": {
+      "id": "integer",
+      "name": "text",
+      "password": "text",
+      "created_at": "timestamp"
+    },
+    "filters": {},
+    "sortable": [],
+    "searched": []
+  },
   "AvatarUpload": {
     "properties": [
       "file"

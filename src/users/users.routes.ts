@@ -1,9 +1,24 @@
 import type { OperationHandlers } from '../operation-types.js';
+import * as appPasswords from './app-passwords.service.js';
 import * as users from './users.service.js';
 
 /** Handlers of the users operations in openapi.yaml. */
 export const usersHandlers = {
   async getCurrentUser(request) {
     return { status: 200, body: await users.getCurrentUser(request.server, request.userId) };
+  },
+
+  async listAppPasswords(request) {
+    return { status: 200, body: await appPasswords.listAppPasswords(request.server, request.userId) };
+  },
+
+  async createAppPassword(request) {
+    const created = await appPasswords.createAppPassword(request.server, request.userId, request.body.name);
+    return { status: 201, body: created, headers: { Location: `/api/users/me/app-passwords/${created.id}` } };
+  },
+
+  async deleteAppPassword(request) {
+    await appPasswords.deleteAppPassword(request.server, request.userId, request.params.app_password_id);
+    return { status: 204, body: undefined };
   },
 } satisfies Partial<OperationHandlers>;

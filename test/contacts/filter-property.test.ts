@@ -78,7 +78,7 @@ for (const [i, d] of data.entries()) {
     })
     .returning(['id', 'first_name', 'last_name', 'email', 'phone', 'birthday'])
     .executeTakeFirstOrThrow();
-  rows.push({ ...inserted, created_at: created, updated_at: created + d.updatedAfter });
+  rows.push({ ...(inserted as Omit<Row, 'created_at' | 'updated_at'>), created_at: created, updated_at: created + d.updatedAfter });
 }
 // Someone else's matching rows must never appear.
 await app.db.insertInto('contacts').values(rows.slice(0, 5).map((r) => ({ ...r, id: undefined, owner_id: other.id, created_at: new Date(r.created_at), updated_at: new Date(r.updated_at) }))).execute();

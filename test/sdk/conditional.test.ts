@@ -162,7 +162,7 @@ t.test("another user's contact is not-found; other error answers are thrown as A
   t.strictSame(await deleteContactIfUnchanged(stranger, contact.id, etag), { ok: false, reason: 'not-found' });
   t.strictSame(await stored(client, contact.id), contact, 'untouched');
 
-  const conflict = await updateContactIfUnchanged(client, other.contact.id, other.etag, { email: contact.email }).catch((error: unknown) => error);
+  const conflict = await updateContactIfUnchanged(client, other.contact.id, other.etag, { email: contact.email! }).catch((error: unknown) => error);
   t.ok(conflict instanceof ApiError);
   t.match(conflict, { status: 409, detail: 'Contact with this email already exists' });
   const invalid = await updateContactIfUnchanged(client, other.contact.id, other.etag, { email: 'not-an-email' }).catch((error: unknown) => error);

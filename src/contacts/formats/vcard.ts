@@ -13,11 +13,13 @@ export function vcardOf(contact: Contact): string {
   const lines = [
     'BEGIN:VCARD',
     'VERSION:4.0',
-    `FN:${escapeText(`${contact.first_name} ${contact.last_name}`)}`,
+    // One of the names may be empty (a card stored over CardDAV): no blank stands for it.
+    `FN:${escapeText([contact.first_name, contact.last_name].filter((name) => name !== '').join(' '))}`,
     `N:${escapeText(contact.last_name)};${escapeText(contact.first_name)};;;`,
-    `EMAIL:${escapeText(contact.email)}`,
-    `TEL;VALUE=uri:tel:${contact.phone}`,
-    `BDAY:${contact.birthday.replaceAll('-', '')}`,
+    // A field a card stored over CardDAV left null has no line (openapi.yaml, Contact).
+    ...(contact.email === null ? [] : [`EMAIL:${escapeText(contact.email)}`]),
+    ...(contact.phone === null ? [] : [`TEL;VALUE=uri:tel:${contact.phone}`]),
+    ...(contact.birthday === null ? [] : [`BDAY:${contact.birthday.replaceAll('-', '')}`]),
     `REV:${timestampOf(contact.updated_at)}`,
   ];
   if (contact.additional_data != null) lines.push(`X-ADDITIONAL-DATA:${escapeText(JSON.stringify(contact.additional_data))}`);

@@ -8,6 +8,10 @@ import * as syncIndex from './006-sync-index.js';
 import * as searchIndex from './007-search-index.js';
 import * as contactCounts from './008-contact-counts.js';
 import * as searchGrams from './009-search-grams.js';
+import * as cards from './013-cards.js';
+import * as cardIndexes from './014-card-indexes.js';
+import * as appPasswords from './015-app-passwords.js';
+import * as tombstoneCardNames from './016-tombstone-card-names.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -20,4 +24,8 @@ export const migrations: Record<string, AppMigration> = {
   '007-search-index': searchIndex,
   '008-contact-counts': contactCounts,
   '009-search-grams': searchGrams,
+  '013-cards': cards,
+  '014-card-indexes': cardIndexes,
+  '015-app-passwords': appPasswords,
+  '016-tombstone-card-names': tombstoneCardNames,
 };

@@ -1,0 +1,430 @@
+import { TextDecoder } from 'node:util';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import { namesTag } from '../../plugins/http/conditional.js';
+import { Unauthorized } from '../../plugins/http/errors.js';
+import { cardChanges, SyncTokenRefused, bookSyncToken } from '../contacts/card-sync.service.js';
+import {
+  CardRefused,
+  CardWriteRefused,
+  checkPutPreconditions,
+  deleteCard,
+  findCard,
+  findCards,
+  listCards,
+  listCardsWithText,
+  putCard,
+} from '../contacts/cards.service.js';
+import { findUserById } from '../users/users.repository.js';
+import { verifyAppPassword } from '../users/app-passwords.service.js';
+import { compileFilter, FilterRefused } from './address-data.js';
+import { davErrorHandler, DavError, sendDavError } from './errors.js';
+import {
+  bookProperties,
+  cardResponse,
+  homeProperties,
+  key,
+  multistatusDocument,
+  principalProperties,
+  type PropertyRequest,
+  type PropertySet,
+  propertyRequestOf,
+  protectedResponse,
+  rootProperties,
+  setResponse,
+  statusResponse,
+  truncatedResponse,
+  type UserContext,
+} from './multistatus.js';
+import { ALLOWED, cardNameOfHref, davSegments, hrefOf, hrefs, isOwnSpace, kindByShape, type Resource, resolve } from './resources.js';
+import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError } from './xml.js';
+
+/*
+ * The CardDAV face (RFC 6352 over RFC 4918, with RFC 6578 and RFC 6764): every rule is in
+ * docs/carddav.md. One encapsulated context under /dav with its own body parsing, authentication
+ * and XML error answers; the /api handlers stay as they are. Reads and writes go through the
+ * contacts service (src/contacts/cards.service.ts), so REST and DAV share tags, caches and sync.
+ */
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The user a /dav request signed in as. */
+    davUserId: number | null;
+  }
+}
+
+/** WebDAV methods Fastify 5 routes only once told of them. */
+const WEBDAV_METHODS = ['PROPFIND', 'PROPPATCH', 'REPORT', 'MKCOL', 'COPY', 'MOVE', 'LOCK', 'UNLOCK', 'ACL'];
+const ROUTED_METHODS = ['GET', 'HEAD', 'PUT', 'DELETE', 'POST', 'PATCH', 'OPTIONS', ...WEBDAV_METHODS] as HTTPMethods[];
+const BASIC_CHALLENGE = 'Basic realm="contacts", charset="UTF-8"';
+const MAX_CARD_OCTETS = 262_144;
+const XML_TYPES = new Set(['application/xml', 'text/xml']);
+const CARD_TYPES = new Set(['text/vcard', 'text/x-vcard']);
+const CARD_CONTENT_TYPE = 'text/vcard; charset=utf-8';
+const CHANGED = 'Precondition Failed: the contact has changed';
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function mediaTypeOf(request: FastifyRequest): string | null {
+  const header = request.headers['content-type'];
+  return header === undefined ? null : header.split(';', 1)[0]!.trim().toLowerCase();
+}
+
+function bodyOf(request: FastifyRequest): Buffer {
+  return Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+}
+
+/** The XML body of a request: null when there is none; 415 for another content type, 400 when it does not parse. */
+function xmlBody(request: FastifyRequest): XmlElement | null {
+  const body = bodyOf(request);
+  if (body.length === 0) return null;
+  const type = mediaTypeOf(request);
+  if (type !== null && !XML_TYPES.has(type)) throw new DavError(415, `Unsupported Media Type: ${type}`);
+  try {
+    return parseXml(utf8.decode(body));
+  } catch (error) {
+    if (error instanceof XmlError) throw new DavError(400, 'Malformed XML body');
+    if (error instanceof TypeError) throw new DavError(400, 'Malformed XML body: not UTF-8');
+    throw error;
+  }
+}
+
+/** The body's root, required to be `ns:name`: 400 otherwise. */
+function expectRoot(root: XmlElement | null, ns: string, name: string): XmlElement {
+  if (!root || root.ns !== ns || root.name !== name) throw new DavError(400, `Malformed XML body: the root element must be ${name}`);
+  return root;
+}
+
+/** Who the request signs in as: HTTP Basic with an app password, or a REST access token; null otherwise. */
+async function signedInUser(app: FastifyInstance, request: FastifyRequest): Promise<number | null> {
+  const header = request.headers.authorization ?? '';
+  const basic = /^Basic +([A-Za-z0-9+/=]+)\s*$/i.exec(header);
+  if (basic) {
+    const decoded = Buffer.from(basic[1]!, 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    if (colon <= 0) return null;
+    return verifyAppPassword(app, decoded.slice(0, colon), decoded.slice(colon + 1));
+  }
+  if (/^Bearer /i.test(header)) {
+    try {
+      await app.authenticate(request);
+      return request.userId;
+    } catch (error) {
+      if (error instanceof Unauthorized) return null;
+      throw error;
+    }
+  }
+  return null;
+}
+
+/** 401 with the Basic challenge; each one counts against the client address's anonymous limit (429 past it). */
+async function refuseSignIn(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<never> {
+  await app.countFailedSignIn(request, reply);
+  throw new DavError(401, 'Not authenticated', undefined, { 'WWW-Authenticate': BASIC_CHALLENGE });
+}
+
+function methodNotAllowed(allowed: string[]): DavError {
+  return new DavError(405, 'Method Not Allowed', undefined, { Allow: allowed.join(', ') });
+}
+
+/** The Depth header: 0, 1, or infinity (also when absent, RFC 4918 §9.1); 400 for anything else. */
+function depthOf(request: FastifyRequest): '0' | '1' | 'infinity' | null {
+  const depth = request.headers.depth;
+  if (depth === undefined) return null;
+  const value = String(depth).trim().toLowerCase();
+  if (value === '0' || value === '1' || value === 'infinity') return value;
+  throw new DavError(400, `Invalid Depth header '${String(depth)}'`);
+}
+
+function multistatus(reply: FastifyReply, body: string): FastifyReply {
+  return reply.code(207).type('application/xml; charset=utf-8').send(body);
+}
+
+/** Bodies are read as bytes: each method decides what it takes (XML, a vCard) and answers 415 itself. */
+function acceptAnyBody(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+}
+
+/** Registers the CardDAV face: `/.well-known/carddav` and everything under `/dav`. */
+export async function carddavRoutes(app: FastifyInstance): Promise<void> {
+  for (const method of WEBDAV_METHODS) {
+    if (!app.supportedMethods.includes(method)) app.addHttpMethod(method, { hasBody: true });
+  }
+  await app.register(wellKnown);
+  await app.register(dav, { prefix: '/dav' });
+}
+
+/** RFC 6764 §5: the well-known URI redirects to the DAV root, with or without credentials, unlimited. */
+async function wellKnown(app: FastifyInstance): Promise<void> {
+  app.setErrorHandler(davErrorHandler);
+  acceptAnyBody(app);
+  app.route({
+    method: ['GET', 'HEAD', 'PROPFIND'],
+    url: '/.well-known/carddav',
+    exposeHeadRoute: false,
+    config: { cors: false },
+    handler: async (_request, reply) => reply.code(301).header('Location', '/dav/').send(),
+  });
+}
+
+async function dav(app: FastifyInstance): Promise<void> {
+  app.decorateRequest('davUserId', null);
+  app.setErrorHandler(davErrorHandler);
+  app.setNotFoundHandler((_request, reply) => sendDavError(reply, new DavError(404, 'Not Found')));
+  acceptAnyBody(app);
+
+  // Authentication comes first (401 before 400, 413 and 415): before the body is read.
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.method === 'OPTIONS') return;
+    const userId = await signedInUser(app, request);
+    if (userId === null) return refuseSignIn(app, request, reply);
+    request.davUserId = userId;
+  });
+
+  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+    const segments = davSegments(request.url);
+    if (request.method === 'OPTIONS') {
+      const kind = segments && kindByShape(segments);
+      return reply.code(200).header('DAV', '1, 3, addressbook').header('Allow', ALLOWED[kind ?? 'other'].join(', ')).send();
+    }
+    const userId = request.davUserId!;
+    if (request.method === 'PUT') checkCardType(request);
+    const resource = segments && resolve(segments, userId);
+    // MKCOL anywhere in the caller's own space is refused as a method (one fixed book per user).
+    if (!resource && request.method === 'MKCOL' && segments && isOwnSpace(segments, userId)) throw methodNotAllowed(ALLOWED.other);
+    if (!resource) throw new DavError(404, 'Not Found');
+    const context: DavContext = { app, request, reply, userId, resource };
+    switch (request.method) {
+      case 'PROPFIND':
+        return propfind(context);
+      case 'PROPPATCH':
+        if (resource.kind === 'principal' || resource.kind === 'home' || resource.kind === 'book') return proppatch(context);
+        break;
+      case 'REPORT':
+        if (resource.kind === 'book') return report(context);
+        break;
+      case 'GET':
+      case 'HEAD':
+        if (resource.kind === 'card') return getCard(context, resource.name);
+        break;
+      case 'PUT':
+        if (resource.kind === 'card') return putCardRoute(context, resource.name);
+        break;
+      case 'DELETE':
+        if (resource.kind === 'card') return deleteCardRoute(context, resource.name);
+        break;
+    }
+    throw methodNotAllowed(ALLOWED[resource.kind]);
+  };
+  // No CORS: WebDAV clients are no browsers, and its OPTIONS is capability discovery, not a preflight.
+  app.route({ method: ROUTED_METHODS, url: '/', exposeHeadRoute: false, config: { cors: false }, handler });
+  app.route({ method: ROUTED_METHODS, url: '/*', exposeHeadRoute: false, config: { cors: false }, handler });
+}
+
+interface DavContext {
+  app: FastifyInstance;
+  request: FastifyRequest;
+  reply: FastifyReply;
+  userId: number;
+  resource: Resource;
+}
+
+async function userContext({ app, userId }: DavContext): Promise<UserContext> {
+  const user = await findUserById(app.db, userId);
+  return { principalHref: hrefs.principal(userId), homeHref: hrefs.home(userId), username: user?.username ?? '' };
+}
+
+/** Whether the request needs the book's sync token (it asks for it, or for every name). */
+function needsSyncToken(request: PropertyRequest): boolean {
+  if (request.kind === 'allprop') return false;
+  if (request.kind === 'propname') return true;
+  return request.names.some((name) => key(name) === key({ ns: DAV, name: 'sync-token' }) || key(name) === key({ ns: CALENDARSERVER, name: 'getctag' }));
+}
+
+async function collectionProperties(context: DavContext, kind: Exclude<Resource['kind'], 'card'>, request: PropertyRequest): Promise<PropertySet> {
+  const user = await userContext(context);
+  switch (kind) {
+    case 'root':
+      return rootProperties(user);
+    case 'principal':
+      return principalProperties(user);
+    case 'home':
+      return homeProperties(user);
+    case 'book':
+      return bookProperties(user, needsSyncToken(request) ? await bookSyncToken(context.app, context.userId) : null);
+  }
+}
+
+async function propfind(context: DavContext) {
+  const { app, request, reply, userId, resource } = context;
+  const depth = depthOf(request);
+  if (depth === null || depth === 'infinity') {
+    throw new DavError(403, 'Depth infinity is not supported: send Depth 0 or 1', { ns: DAV, name: 'propfind-finite-depth' });
+  }
+  const body = xmlBody(request);
+  const wanted = propertyRequestOf(body && expectRoot(body, DAV, 'propfind'));
+  if (resource.kind === 'card') {
+    const card = await findCard(app, userId, resource.name);
+    if (!card) throw new DavError(404, 'Not Found');
+    return multistatus(reply, multistatusDocument([cardResponse(hrefOf(resource, userId), card, wanted)]));
+  }
+  const properties = await collectionProperties(context, resource.kind, wanted);
+  const members =
+    depth !== '1'
+      ? []
+      : resource.kind === 'home'
+        ? [{ href: hrefs.book(userId), properties: await collectionProperties(context, 'book', wanted) }]
+        : [];
+  const needsText = wanted.kind === 'prop' && wanted.names.some((name) => name.ns === CARDDAV && name.name === 'address-data');
+  const listed = depth === '1' && resource.kind === 'book';
+  const cards = !listed ? [] : needsText ? await listCardsWithText(app, userId) : await listCards(app, userId);
+  return multistatus(
+    reply,
+    multistatusDocument([
+      setResponse(hrefOf(resource, userId), properties, wanted),
+      ...members.map((member) => setResponse(member.href, member.properties, wanted)),
+      ...cards.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted)),
+    ]),
+  );
+}
+
+/** One address book per user, fixed: every property is protected (RFC 4918 §9.2), and nothing changes. */
+async function proppatch({ request, reply, userId, resource }: DavContext) {
+  const update = expectRoot(xmlBody(request), DAV, 'propertyupdate');
+  const names = update.children
+    .filter((action) => action.ns === DAV && (action.name === 'set' || action.name === 'remove'))
+    .flatMap((action) => children(action, DAV, 'prop').flatMap((prop) => prop.children.map(({ ns, name }) => ({ ns, name }))));
+  return multistatus(reply, multistatusDocument([protectedResponse(hrefOf(resource, userId), names)]));
+}
+
+async function report(context: DavContext) {
+  const { request } = context;
+  const body = xmlBody(request);
+  if (body?.ns === CARDDAV && body.name === 'addressbook-multiget') return multiget(context, body);
+  if (body?.ns === CARDDAV && body.name === 'addressbook-query') return query(context, body);
+  if (body?.ns === DAV && body.name === 'sync-collection') return syncCollection(context, body);
+  throw new DavError(400, 'Malformed XML body: the root element must be addressbook-multiget, addressbook-query or sync-collection');
+}
+
+/** RFC 6352 §8.7: the requested cards, each missing one as its own 404 response (Depth ignored). */
+async function multiget({ app, reply, userId }: DavContext, body: XmlElement) {
+  const wanted = propertyRequestOf(body);
+  const requested = children(body, DAV, 'href').map((href) => href.text.trim());
+  const names = requested.map((href) => cardNameOfHref(href, userId));
+  const found = new Map((await findCards(app, userId, names.filter((name): name is string => name !== null))).map((card) => [card.name, card]));
+  return multistatus(
+    reply,
+    multistatusDocument(
+      requested.map((href, i) => {
+        const card = names[i] === null ? undefined : found.get(names[i]!);
+        return card ? cardResponse(hrefs.card(userId, card.name), card, wanted) : statusResponse(href, 404);
+      }),
+    ),
+  );
+}
+
+/** `n` of a `limit`/`nresults` element in namespace `ns`, or null; 400 when it is no whole number. */
+function limitOf(body: XmlElement, ns: string): number | null {
+  const nresults = child(body, ns, 'limit') && child(child(body, ns, 'limit')!, ns, 'nresults');
+  if (!nresults) return null;
+  const text = nresults.text.trim();
+  if (!/^\d{1,9}$/.test(text)) throw new DavError(400, 'Malformed XML body: nresults must be a whole number');
+  return Number(text);
+}
+
+/** RFC 6352 §8.6: the cards matching the filter (Depth 1), at most `C:limit` of them. */
+async function query({ app, request, reply, userId, resource }: DavContext, body: XmlElement) {
+  const depth = depthOf(request) ?? '0';
+  const wanted = propertyRequestOf(body);
+  let filter;
+  try {
+    filter = compileFilter(child(body, CARDDAV, 'filter'));
+  } catch (error) {
+    if (error instanceof FilterRefused) throw new DavError(403, error.message, { ns: CARDDAV, name: error.precondition });
+    throw error;
+  }
+  const limit = limitOf(body, CARDDAV);
+  const all = depth === '0' ? [] : await listCardsWithText(app, userId);
+  const matching = all.filter((card) => filter(card.text!));
+  const page = limit === null ? matching : matching.slice(0, limit);
+  const responses = page.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted));
+  if (page.length < matching.length) responses.push(truncatedResponse(hrefOf(resource, userId)));
+  return multistatus(reply, multistatusDocument(responses));
+}
+
+/** RFC 6578: changes since the token, on the frontier and tombstones of `GET /api/contacts/sync`. */
+async function syncCollection({ app, request, reply, userId, resource }: DavContext, body: XmlElement) {
+  const depth = depthOf(request);
+  if (depth !== null && depth !== '0') throw new DavError(400, 'sync-collection takes Depth 0');
+  const token = child(body, DAV, 'sync-token')?.text.trim() ?? '';
+  const wanted = propertyRequestOf(body);
+  let changes;
+  try {
+    changes = await cardChanges(app, userId, token, limitOf(body, DAV));
+  } catch (error) {
+    if (error instanceof SyncTokenRefused) throw new DavError(403, error.message, { ns: DAV, name: 'valid-sync-token' });
+    throw error;
+  }
+  const responses = [
+    ...changes.changed.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted)),
+    ...changes.removed.map((name) => statusResponse(hrefs.card(userId, name), 404)),
+  ];
+  if (changes.truncated) responses.push(truncatedResponse(hrefOf(resource, userId)));
+  return multistatus(reply, multistatusDocument(responses, changes.token));
+}
+
+/** GET and HEAD of a card; HEAD sends the headers GET would, without the body. */
+async function getCard({ app, request, reply, userId }: DavContext, name: string) {
+  const card = await findCard(app, userId, name);
+  if (!card) throw new DavError(404, 'Not Found');
+  reply.header('ETag', card.etag).header('Last-Modified', card.updatedAt.toUTCString());
+  const ifNoneMatch = request.headers['if-none-match'];
+  if (ifNoneMatch !== undefined && namesTag(ifNoneMatch, card.etag)) return reply.code(304).send();
+  reply.code(200).type(CARD_CONTENT_TYPE);
+  if (request.method === 'HEAD') return reply.header('Content-Length', card.octets()).send();
+  return reply.send(card.text);
+}
+
+/** 415 unless the body is declared a vCard (`text/vcard` or `text/x-vcard`, parameters allowed). */
+function checkCardType(request: FastifyRequest): void {
+  const type = mediaTypeOf(request);
+  if (type === null || !CARD_TYPES.has(type)) throw new DavError(415, `Unsupported Media Type: ${type ?? 'none'}`);
+}
+
+async function putCardRoute({ app, request, reply, userId }: DavContext, name: string) {
+  const body = bodyOf(request);
+  const conditions = { ifMatch: request.headers['if-match'], ifNoneMatch: request.headers['if-none-match'] };
+  try {
+    let text: string | null = null;
+    if (body.length <= MAX_CARD_OCTETS) {
+      try {
+        text = utf8.decode(body);
+      } catch {
+        text = null;
+      }
+    }
+    if (text === null) {
+      // Preconditions come before the content (412 before 403).
+      await checkPutPreconditions(app, userId, name, conditions);
+      if (body.length > MAX_CARD_OCTETS) {
+        throw new DavError(403, `The card is larger than ${MAX_CARD_OCTETS} octets`, { ns: CARDDAV, name: 'max-resource-size' });
+      }
+      throw new DavError(403, 'Not one well-formed vCard: the body is not UTF-8', { ns: CARDDAV, name: 'valid-address-data' });
+    }
+    const { created, card } = await putCard(app, userId, name, text, conditions);
+    return reply.code(created ? 201 : 204).header('ETag', card.etag).send();
+  } catch (error) {
+    if (error instanceof CardWriteRefused && error.reason === 'precondition') throw new DavError(412, CHANGED);
+    if (error instanceof CardWriteRefused) {
+      throw new DavError(409, 'A card of this address book already has this UID', { ns: CARDDAV, name: 'no-uid-conflict', hrefs: [hrefs.card(userId, error.holder!)] });
+    }
+    if (error instanceof CardRefused) throw new DavError(403, error.message, { ns: CARDDAV, name: error.precondition });
+    throw error;
+  }
+}
+
+async function deleteCardRoute({ app, request, reply, userId }: DavContext, name: string) {
+  const outcome = await deleteCard(app, userId, name, request.headers['if-match']);
+  if (outcome === 'missing') throw new DavError(404, 'Not Found');
+  if (outcome === 'precondition') throw new DavError(412, CHANGED);
+  return reply.code(204).send();
+}

@@ -1,0 +1,65 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { HttpError } from '../../plugins/http/errors.js';
+import { isDatabaseUnavailable } from '../../plugins/db.js';
+import { DAV, type PropertyName, qualified, xmlDocument, type XmlNode, xmlText } from './xml.js';
+
+/** A precondition or postcondition element of a `D:error` body (RFC 4918 §16), optionally holding hrefs. */
+export interface Condition extends PropertyName {
+  hrefs?: string[];
+}
+
+/** An answer of the CardDAV face other than success: a status, a human sentence and, where one applies, the condition element. */
+export class DavError extends Error {
+  constructor(
+    readonly statusCode: number,
+    detail: string,
+    readonly condition?: Condition,
+    readonly headers: Record<string, string | number> = {},
+  ) {
+    super(detail);
+  }
+}
+
+export const XML_TYPE = 'application/xml; charset=utf-8';
+const DATABASE_RETRY_AFTER_S = 5;
+
+/** A `D:error` body holding the condition element (if any) and an `X:detail` with the sentence. */
+export function errorBody(detail: string, condition?: Condition): string {
+  const content: XmlNode = {};
+  if (condition) {
+    const { key, declaration } = qualified(condition, 0);
+    content[key] = condition.hrefs ? { ...declaration, 'D:href': condition.hrefs.map(xmlText) } : declaration;
+  }
+  content['X:detail'] = xmlText(detail);
+  return xmlDocument(DAV, 'error', content);
+}
+
+/** Sends `error` as an XML `D:error` answer. */
+export function sendDavError(reply: FastifyReply, error: DavError): FastifyReply {
+  return reply.code(error.statusCode).headers(error.headers).type(XML_TYPE).send(errorBody(error.message, error.condition));
+}
+
+const FRAMEWORK_ANSWERS: Record<string, { status: number; detail: string }> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, detail: 'Request body is too large' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { status: 415, detail: 'Unsupported Media Type' },
+};
+
+/**
+ * The error handler of the CardDAV face: every error becomes a `D:error` body; the `/api` handler's
+ * typed errors (401, 429) keep their status, sentence and headers; 5xx never carry internals.
+ */
+export function davErrorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
+  if (error instanceof DavError) return sendDavError(reply, error);
+  if (error instanceof HttpError) return sendDavError(reply, new DavError(error.statusCode, error.message, undefined, error.headers));
+  const code = (error as FastifyError).code;
+  const known = code ? FRAMEWORK_ANSWERS[code] : undefined;
+  if (known) return sendDavError(reply, new DavError(known.status, known.detail));
+  const status = (error as FastifyError).statusCode ?? 500;
+  if (status >= 400 && status < 500) return sendDavError(reply, new DavError(status, error.message));
+  if (isDatabaseUnavailable(error)) {
+    request.server.databaseOutage.failed(error);
+    return sendDavError(reply, new DavError(503, 'Service unavailable: the database is not reachable', undefined, { 'Retry-After': DATABASE_RETRY_AFTER_S }));
+  }
+  request.log.error({ err: error }, 'unhandled error');
+  return sendDavError(reply, new DavError(500, 'Internal Server Error'));
+}

@@ -1,0 +1,200 @@
+import { listedTags } from '../../plugins/http/conditional.js';
+import { CardRefused, derivedCardName, derivedUid, idOfDerivedCardName, idOfDerivedUid, type ReadCard, readCard, renderedCard } from './cards.js';
+import * as repository from './contacts.repository.js';
+import type { CardRow, CardSummary, ContactFields } from './contacts.repository.js';
+import { type ContactsDeps, contactTag, createFromCard, invalidate, toContact } from './contacts.service.js';
+
+/*
+ * The contacts as cards: what the CardDAV face (src/carddav/) reads and writes, through the same
+ * repository, tags, cache invalidation and sync frontier as the REST face (docs/carddav.md).
+ */
+
+export { CardRefused };
+
+/** A card as the CardDAV face serves it. */
+export interface StoredCard {
+  id: number;
+  /** The resource name in the book. */
+  name: string;
+  /** The strong tag, the same as REST's ETag of the contact. */
+  etag: string;
+  updatedAt: Date;
+  /** The card's text; undefined when only its length was read. */
+  text?: string;
+  /** Octets of the text (worked out when asked: a listing rarely needs it). */
+  octets: () => number;
+}
+
+/** A PUT that could not be done, for the CardDAV face to answer (412, or 409 naming a card). */
+export class CardWriteRefused extends Error {
+  constructor(
+    readonly reason: 'precondition' | 'uid-conflict',
+    /** For a UID conflict: the resource name of the card holding the UID. */
+    readonly holder?: string,
+  ) {
+    super(reason);
+  }
+}
+
+function nameOf(row: Pick<CardRow, 'id' | 'card_name'>): string {
+  return row.card_name ?? derivedCardName(row.id);
+}
+
+/** A card row as served: a client's text as stored, else the card rendered from the fields. */
+export function storedCard(row: CardRow): StoredCard {
+  const contact = toContact(row);
+  const text = row.card ?? renderedCard(contact);
+  return { id: row.id, name: nameOf(row), etag: contactTag(contact), updatedAt: row.updated_at, text, octets: () => Buffer.byteLength(text) };
+}
+
+function summarized(row: CardSummary): StoredCard {
+  const contact = toContact(row);
+  const octets = () => row.card_octets ?? Buffer.byteLength(renderedCard(contact));
+  return { id: row.id, name: nameOf(row), etag: contactTag(contact), updatedAt: row.updated_at, octets };
+}
+
+/** The owner's card named `name`, or undefined. */
+export async function findCard(deps: ContactsDeps, ownerId: number, name: string): Promise<StoredCard | undefined> {
+  const row = await repository.findCardRowByName(deps.db, ownerId, name, idOfDerivedCardName(name));
+  return row && storedCard(row);
+}
+
+/** The owner's cards with these names (a name that is none is left out). */
+export async function findCards(deps: ContactsDeps, ownerId: number, names: readonly string[]): Promise<StoredCard[]> {
+  const derived = names.flatMap((name) => {
+    const id = idOfDerivedCardName(name);
+    return id === null ? [] : [id];
+  });
+  const [byId, byName] = await Promise.all([repository.findCardRows(deps.db, ownerId, derived), repository.findCardRowsByChosenNames(deps.db, ownerId, names)]);
+  const wanted = new Set(names);
+  const found = new Map<number, StoredCard>();
+  for (const row of [...byId, ...byName]) if (wanted.has(nameOf(row))) found.set(row.id, storedCard(row));
+  return [...found.values()];
+}
+
+/** The owner's cards with these contact ids, with their text. */
+export async function cardsByIds(deps: ContactsDeps, ownerId: number, ids: readonly number[]): Promise<StoredCard[]> {
+  return (await repository.findCardRows(deps.db, ownerId, ids)).map(storedCard);
+}
+
+/** Up to `limit` of the owner's cards after contact `afterId`, in id order, with their text. */
+export async function listCardsWithText(deps: ContactsDeps, ownerId: number, afterId = 0, limit = Number.MAX_SAFE_INTEGER): Promise<StoredCard[]> {
+  return (await repository.listCardRows(deps.db, ownerId, afterId, limit)).map(storedCard);
+}
+
+/** Every card of the owner in id order, without the text. */
+export async function listCards(deps: ContactsDeps, ownerId: number): Promise<StoredCard[]> {
+  return (await repository.listCardSummaries(deps.db, ownerId)).map(summarized);
+}
+
+/** Preconditions of a card PUT (RFC 7232): `If-Match` tags, `If-None-Match: *`. */
+export interface PutConditions {
+  ifMatch?: string;
+  ifNoneMatch?: string;
+}
+
+/** Whether the `If-Match` header lets a write of `card` through (strong comparison; `*` any existing card). */
+export function ifMatchHolds(ifMatch: string | undefined, card: StoredCard | undefined): boolean {
+  if (ifMatch === undefined) return true;
+  if (!card) return false;
+  const tags = listedTags(ifMatch);
+  return tags === '*' || tags.includes(card.etag);
+}
+
+/** Whether `If-None-Match` (`*`, or tags) lets a write of `card` through. */
+function ifNoneMatchHolds(ifNoneMatch: string | undefined, card: StoredCard | undefined): boolean {
+  if (ifNoneMatch === undefined || !card) return true;
+  const tags = listedTags(ifNoneMatch);
+  return tags !== '*' && !tags.map((tag) => tag.replace(/^W\//, '')).includes(card.etag);
+}
+
+/** Throws CardWriteRefused('precondition') when a PUT of `name` under `conditions` would fail them. */
+export async function checkPutPreconditions(deps: ContactsDeps, ownerId: number, name: string, conditions: PutConditions): Promise<void> {
+  const existing = await findCard(deps, ownerId, name);
+  if (!ifMatchHolds(conditions.ifMatch, existing) || !ifNoneMatchHolds(conditions.ifNoneMatch, existing)) throw new CardWriteRefused('precondition');
+}
+
+/**
+ * The contact fields of a card: the mapped ones, with `email` the first address no other contact
+ * of the owner holds (ignoring case), or null (docs/carddav.md). `held` maps addresses to holders.
+ */
+function fieldsOf(read: ReadCard, held: Map<string, number>, selfId: number | null): ContactFields {
+  const { emails, ...fields } = read.fields;
+  const email = emails.find((candidate) => [undefined, selfId].includes(held.get(candidate.toLowerCase()))) ?? null;
+  return { ...fields, email };
+}
+
+/** A write of a stored card found by a unique index to collide: which one. */
+async function attempt<T>(write: () => Promise<T>): Promise<T | 'retry' | 'uid'> {
+  try {
+    return await write();
+  } catch (error) {
+    if (repository.isDuplicateEmail(error)) return 'retry';
+    const index = repository.cardUniquenessRefused(error);
+    if (index === 'card_name') return 'retry';
+    if (index === 'uid') return 'uid';
+    throw error;
+  }
+}
+
+/**
+ * Stores `text` as the owner's card `name`: a create (`created: true`) or a replace. Order of
+ * refusals (docs/carddav.md): preconditions (CardWriteRefused 'precondition', 412), then the card's
+ * content (CardRefused, 403), then its UID (CardWriteRefused 'uid-conflict', 409). A write of any
+ * face that lands between the checks and this write is retried against; under If-Match it then
+ * fails the precondition, so of two conditional writers holding the same tag exactly one wins.
+ */
+export async function putCard(deps: ContactsDeps, ownerId: number, name: string, text: string, conditions: PutConditions): Promise<{ created: boolean; card: StoredCard }> {
+  for (;;) {
+    const now = deps.now();
+    let read: ReadCard | null = null;
+    let refused: unknown = null;
+    try {
+      read = readCard(text, now);
+    } catch (error) {
+      refused = error;
+    }
+    // The three reads are independent: one round trip's wait on a pool of connections.
+    const [row, holders, held] = await Promise.all([
+      repository.findCardRowByName(deps.db, ownerId, name, idOfDerivedCardName(name)),
+      read ? repository.findUidHolders(deps.db, ownerId, read.uid, idOfDerivedUid(read.uid)) : [],
+      read ? repository.heldEmails(deps.db, ownerId, read.fields.emails) : new Map<string, number>(),
+    ]);
+    const existing = row && storedCard(row);
+    if (!ifMatchHolds(conditions.ifMatch, existing) || !ifNoneMatchHolds(conditions.ifNoneMatch, existing)) throw new CardWriteRefused('precondition');
+    if (!read) throw refused;
+    const currentUid = row ? (row.uid ?? derivedUid(row.id)) : null;
+    if (currentUid !== null && currentUid !== read.uid) throw new CardWriteRefused('uid-conflict', name);
+    const holder = holders.find((candidate) => candidate.id !== row?.id);
+    if (holder) throw new CardWriteRefused('uid-conflict', nameOf(holder));
+    const fields = fieldsOf(read, held, row?.id ?? null);
+    const outcome = await attempt(async () => {
+      if (existing) {
+        // The version read above: a write in between sends this PUT round again.
+        const uid = read.uid === derivedUid(existing.id) ? null : read.uid;
+        const written = await repository.updateCardContact(deps.db, ownerId, existing.id, fields, { card: text, uid }, now, [existing.updatedAt]);
+        return written && { created: false, card: storedCard(written) };
+      }
+      const inserted = await createFromCard(deps, ownerId, fields, { card: text, card_name: name, uid: read.uid }, now);
+      return { created: true, card: storedCard(inserted) };
+    });
+    if (outcome === 'uid') continue;
+    if (outcome !== 'retry' && outcome !== undefined) {
+      await invalidate(deps, ownerId);
+      return outcome;
+    }
+  }
+}
+
+/** Deletes the owner's card `name` if `If-Match` holds: 'missing' (404), 'precondition' (412) or 'deleted'. */
+export async function deleteCard(deps: ContactsDeps, ownerId: number, name: string, ifMatch: string | undefined): Promise<'deleted' | 'missing' | 'precondition'> {
+  for (;;) {
+    const existing = await findCard(deps, ownerId, name);
+    if (!existing) return 'missing';
+    if (!ifMatchHolds(ifMatch, existing)) return 'precondition';
+    if (await repository.deleteContact(deps.db, ownerId, existing.id, [existing.updatedAt])) {
+      await invalidate(deps, ownerId);
+      return 'deleted';
+    }
+  }
+}

@@ -1,0 +1,56 @@
+import { type Kysely, sql } from 'kysely';
+import type { Database } from '../db/database.js';
+
+const LISTED = ['id', 'name', 'created_at', 'last_used_at'] as const;
+
+export interface AppPasswordRow {
+  id: number;
+  name: string;
+  created_at: Date;
+  last_used_at: Date | null;
+}
+
+/** Stores a new app password of `userId` by its keyed hash. */
+export async function insertAppPassword(db: Kysely<Database>, userId: number, name: string, secretHash: Uint8Array): Promise<AppPasswordRow> {
+  return db.insertInto('app_passwords').values({ user_id: userId, name, secret_hash: secretHash }).returning(LISTED).executeTakeFirstOrThrow();
+}
+
+/** The user's app passwords in id order. */
+export async function listAppPasswords(db: Kysely<Database>, userId: number): Promise<AppPasswordRow[]> {
+  return db.selectFrom('app_passwords').select(LISTED).where('user_id', '=', userId).orderBy('id').execute();
+}
+
+/** Deletes one of the user's app passwords; false when the user has none with this id. */
+export async function deleteAppPassword(db: Kysely<Database>, userId: number, id: number): Promise<boolean> {
+  const result = await db.deleteFrom('app_passwords').where('user_id', '=', userId).where('id', '=', id).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
+/**
+ * The user an app password with this keyed hash signs in, when `login` is that user's username or
+ * e-mail address (ignoring case): one lookup by the unique hash, the same work whether or not
+ * anything matches.
+ */
+export async function findAppPasswordUser(
+  db: Kysely<Database>,
+  login: string,
+  secretHash: Uint8Array,
+): Promise<{ userId: number; passwordId: number; lastUsedAt: Date | null } | undefined> {
+  return db
+    .selectFrom('app_passwords')
+    .innerJoin('users', 'users.id', 'app_passwords.user_id')
+    .select(['users.id as userId', 'app_passwords.id as passwordId', 'app_passwords.last_used_at as lastUsedAt'])
+    .where('app_passwords.secret_hash', '=', secretHash)
+    .where((eb) => eb.or([eb(sql`lower(users.username)`, '=', sql`lower(${login})`), eb(sql`lower(users.email)`, '=', sql`lower(${login})`)]))
+    .executeTakeFirst();
+}
+
+/** Records a use of the app password `id`, unless one was recorded less than a minute ago. */
+export async function touchAppPassword(db: Kysely<Database>, id: number, now: Date): Promise<void> {
+  await db
+    .updateTable('app_passwords')
+    .set({ last_used_at: now })
+    .where('id', '=', id)
+    .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', new Date(now.getTime() - 60_000))]))
+    .execute();
+}

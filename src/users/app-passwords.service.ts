@@ -1,0 +1,79 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { NotFound } from '../../plugins/http/errors.js';
+import type { components } from '../generated/openapi.js';
+import * as repository from './app-passwords.repository.js';
+
+type AppPassword = components['schemas']['AppPassword'];
+type AppPasswordCreated = components['schemas']['AppPasswordCreated'];
+
+/** What app passwords need from the app. */
+export type AppPasswordDeps = Pick<FastifyInstance, 'db' | 'config' | 'now'>;
+
+/** A use is recorded at most this often, so a syncing client does not write on every request. */
+export const LAST_USED_RESOLUTION_MS = 60_000;
+/** 20 random bytes: 160 bits, above the 128 openapi.yaml promises. */
+const PASSWORD_BYTES = 20;
+
+/**
+ * The keyed hash kept of an app password: HMAC-SHA-256 under a key of its own derived from the
+ * server secret (JWT_SECRET), so the stored hashes are worthless without it, and a check costs
+ * microseconds (the passwords are random: no slow hash is needed to resist guessing).
+ */
+export function appPasswordHash(secret: string, password: string): Buffer {
+  const key = createHmac('sha256', secret).update('contacts app passwords').digest();
+  return createHmac('sha256', key).update(password, 'utf8').digest();
+}
+
+/** 32 base32-like characters in groups of four joined by `-`: letters and digits only, no `:`. */
+function newPassword(): string {
+  const alphabet = 'abcdefghijkmnpqrstuvwxyz23456789';
+  const bytes = randomBytes(PASSWORD_BYTES);
+  let bits = 0;
+  let buffer = 0;
+  let text = '';
+  for (const byte of bytes) {
+    buffer = (buffer << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      text += alphabet[(buffer >> (bits - 5)) & 31];
+      bits -= 5;
+    }
+  }
+  return text.match(/.{1,4}/g)!.join('-');
+}
+
+function listed(row: repository.AppPasswordRow): AppPassword {
+  return { id: row.id, name: row.name, created_at: row.created_at.toISOString(), last_used_at: row.last_used_at?.toISOString() ?? null };
+}
+
+/** Makes an app password for the user; the password is in this answer only. */
+export async function createAppPassword(deps: AppPasswordDeps, userId: number, name: string): Promise<AppPasswordCreated> {
+  const password = newPassword();
+  const row = await repository.insertAppPassword(deps.db, userId, name, appPasswordHash(deps.config.jwtSecret, password));
+  return { id: row.id, name: row.name, password, created_at: row.created_at.toISOString() };
+}
+
+/** The user's app passwords, without the passwords. */
+export async function listAppPasswords(deps: AppPasswordDeps, userId: number): Promise<AppPassword[]> {
+  return (await repository.listAppPasswords(deps.db, userId)).map(listed);
+}
+
+/** Revokes one of the user's app passwords; 404 for an unknown or someone else's. */
+export async function deleteAppPassword(deps: AppPasswordDeps, userId: number, id: number): Promise<void> {
+  if (!(await repository.deleteAppPassword(deps.db, userId, id))) throw new NotFound('App password not found');
+}
+
+/**
+ * The user that `login` (username or e-mail) and `password` sign in with an app password, or null.
+ * Nothing is remembered between requests: a revoked password is refused at once on every instance.
+ */
+export async function verifyAppPassword(deps: AppPasswordDeps, login: string, password: string): Promise<number | null> {
+  const found = await repository.findAppPasswordUser(deps.db, login, appPasswordHash(deps.config.jwtSecret, password));
+  if (!found) return null;
+  const now = deps.now();
+  if (found.lastUsedAt === null || now.getTime() - found.lastUsedAt.getTime() >= LAST_USED_RESOLUTION_MS) {
+    await repository.touchAppPassword(deps.db, found.passwordId, now);
+  }
+  return found.userId;
+}
