@@ -21,7 +21,7 @@ export function csvRowOf(contact: Contact): string {
   const additional = contact.additional_data == null ? '' : JSON.stringify(contact.additional_data);
   // A null field (a card stored over CardDAV) is an empty cell; a phone is E.164 and needs no escape.
   const phone = contact.phone === null || E164.test(contact.phone) ? (contact.phone ?? '') : defuse(contact.phone);
-  const cells = [defuse(contact.first_name), defuse(contact.last_name), defuse(contact.email ?? ''), phone, contact.birthday ?? '', defuse(additional)];
+  const cells = [defuse(contact.first_name), defuse(contact.last_name), defuse(contact.email ?? ''), phone, defuse(contact.birthday ?? ''), defuse(additional)];
   return cells.map(quote).join(',') + CRLF;
 }
 
