@@ -28,8 +28,8 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
   {
-    // Tests and scripts drive real processes and loose JSON; unsafe `any` flows are theirs to keep.
-    files: ['test/**', 'scripts/**'],
+    // Tests, scripts and benchmarks drive real processes and loose JSON; unsafe `any` flows are theirs to keep.
+    files: ['test/**', 'scripts/**', 'bench/**'],
     rules: {
       '@typescript-eslint/no-unsafe-assignment': 'off',
       '@typescript-eslint/no-unsafe-member-access': 'off',

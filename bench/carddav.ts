@@ -24,8 +24,8 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { run, vdirsyncer, vdirsyncerSetup, type VdirsyncerSetup } from './carddav-clients.js';
-import { cleanUp, createDatabase, ensureBuilt, expectStatus, freePort, log, SERVER_ENTRY, startNode, undo, verifiedUser } from './bench-support.js';
+import { run, vdirsyncer, vdirsyncerSetup, type VdirsyncerSetup } from '../test/carddav/carddav-clients.js';
+import { cleanUp, createDatabase, ensureBuilt, expectStatus, freePort, log, SERVER_ENTRY, startNode, undo, verifiedUser } from './support.js';
 
 const { values } = parseArgs({
   options: {

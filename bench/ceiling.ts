@@ -3,8 +3,8 @@
  * one route per measured operation, each checking the bearer token and answering the status, headers
  * and body bytes the service answered. It shows how fast the framework alone serves the same exchange.
  *
- * Compiled by `npm run build` and started by scripts/bench.ts as
- * `node dist/scripts/bench-ceiling.js <canned.json>` with JWT_SECRET and PORT set.
+ * Started by bench/bench.ts as `node bench/ceiling.ts <canned.json>` (Node strips the types; nothing
+ * here needs a build) with JWT_SECRET and PORT set.
  */
 import { readFile } from 'node:fs/promises';
 import fastifyJwt from '@fastify/jwt';
@@ -25,7 +25,7 @@ export interface CannedResponse {
 async function main(): Promise<void> {
   const [cannedFile] = process.argv.slice(2);
   const secret = process.env.JWT_SECRET;
-  if (!cannedFile || !secret) throw new Error('usage: JWT_SECRET=… PORT=… node dist/scripts/bench-ceiling.js <canned.json>');
+  if (!cannedFile || !secret) throw new Error('usage: JWT_SECRET=… PORT=… node bench/ceiling.ts <canned.json>');
   const canned = JSON.parse(await readFile(cannedFile, 'utf8')) as CannedResponse[];
 
   // The service's router settings, so `/api/contacts/` routes the same way.

@@ -3,7 +3,7 @@
  * (captured from the repository function, parameters included), against DATABASE_URL.
  * `npm run bench:scale` prints the plan of every contacts query.
  *
- *   DATABASE_URL=postgres://... npx tsx scripts/explain-birthdays.ts [--user ID] [--days N] [--today YYYY-MM-DD] [--skip N] [--no-analyze]
+ *   DATABASE_URL=postgres://... npx tsx bench/explain-birthdays.ts [--user ID] [--days N] [--today YYYY-MM-DD] [--skip N] [--no-analyze]
  *
  * Without --user it takes the user with the most contacts.
  */

@@ -1,5 +1,5 @@
 /**
- * `npx tsx scripts/bench-import.ts [--lines 40000,80000,160000] [--blank-mib 10]`
+ * `npx tsx bench/import.ts [--lines 40000,80000,160000] [--blank-mib 10]`
  *
  * What hostile imports cost (issue 21). First the vCard reader alone on a card whose
  * quoted-printable NOTE goes on over `ab=` soft line breaks, `--lines` of them. Then over HTTP, in

@@ -30,7 +30,7 @@ import { parseFilter } from '../src/contacts/filter.js';
 import { parseSort } from '../src/contacts/sort.js';
 import type { Database } from '../src/db/database.js';
 import { migrations } from '../src/db/migrations/index.js';
-import { seededRandom } from './random.js';
+import { seededRandom } from '../test/random.js';
 
 const { values } = parseArgs({
   options: {
@@ -76,7 +76,7 @@ async function ensureSeeded(): Promise<void> {
     }
     await admin.query(`comment on database ${pg.escapeIdentifier(values.database)} is null`);
     const tsx = fileURLToPath(new URL('../node_modules/.bin/tsx', import.meta.url));
-    execFileSync(tsx, [fileURLToPath(new URL('seed.ts', import.meta.url)), ...SEED_ARGS, '--force'], {
+    execFileSync(tsx, [fileURLToPath(new URL('../scripts/seed.ts', import.meta.url)), ...SEED_ARGS, '--force'], {
       stdio: 'inherit',
       env: { ...process.env, DATABASE_URL: databaseUrl },
     });

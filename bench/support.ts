@@ -1,5 +1,5 @@
 /**
- * What the benchmark scripts share (scripts/bench.ts, scripts/bench-transfer.ts): building dist/,
+ * What the benchmark scripts share (bench/bench.ts, bench/transfer.ts, bench/carddav.ts): building dist/,
  * throw-away databases and Redis keys, child processes, a verified user, and a clean-up that undoes
  * every step however the run ends.
  */
@@ -16,7 +16,7 @@ import pg from 'pg';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const SERVER_ENTRY = 'dist/src/server.js';
-const BUILD_INPUTS = ['src', 'plugins', 'scripts/migrate.ts', 'scripts/bench-ceiling.ts', 'openapi.yaml', 'tsconfig.json', 'tsconfig.build.json'];
+const BUILD_INPUTS = ['src', 'plugins', 'openapi.yaml', 'tsconfig.json', 'tsconfig.build.json'];
 const POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432';
 export const REDIS_URL = 'redis://127.0.0.1:6379';
 

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { cleanUp, createDatabase, ensureBuilt, expectStatus, log, SERVER_ENTRY, type Started, startNode, undo, verifiedUser } from './bench-support.js';
+import { cleanUp, createDatabase, ensureBuilt, expectStatus, log, SERVER_ENTRY, type Started, startNode, undo, verifiedUser } from './support.js';
 
 const { values } = parseArgs({
   options: {

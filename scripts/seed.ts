@@ -16,7 +16,7 @@ import { openDatabase } from '../plugins/db.js';
 import type { ContactsTable, Database } from '../src/db/database.js';
 import { migrateToLatest } from '../plugins/migrate.js';
 import { migrations } from '../src/db/migrations/index.js';
-import { seededRandom } from './random.js';
+import { seededRandom } from '../test/random.js';
 
 const USAGE = `Usage: npm run seed -- --users U --contacts-per-user C [options]
   --big-user B    the first user gets B contacts instead of C (a skewed load: --users 451

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { loadConfig } from '../plugins/config.js';
 import { openDatabase } from '../plugins/db.js';
 import { migrateToLatest } from '../plugins/migrate.js';
-import { migrations } from '../src/db/migrations/index.js';
+import { migrations } from './db/migrations/index.js';
 
 const config = await loadConfig();
 const db = await openDatabase(config.databaseUrl, path.join(config.dataDir, 'pgdata'));

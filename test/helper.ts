@@ -207,4 +207,4 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-export { seededRandom } from '../scripts/random.js';
+export { seededRandom } from './random.js';

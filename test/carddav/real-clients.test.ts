@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { buildContactsApp } from '../contacts/fixtures.js';
-import { localCards, requestCounts, run, vdirsyncer, vdirsyncerSetup } from '../../scripts/carddav-clients.js';
+import { localCards, requestCounts, run, vdirsyncer, vdirsyncerSetup } from './carddav-clients.js';
 import { card, davAs, davUser } from './dav-client.js';
 
 const SIDE = 1000;
