@@ -230,7 +230,7 @@ async function generate(): Promise<Record<string, string>> {
   const defaultedQueryTypes: Record<string, string> = {};
   const table = buildOperationTable(spec, headerTypes, defaultedQueryTypes);
   const typeMap = (types: Record<string, string>) => Object.entries(types).map(([id, type]) => `  ${id}: ${type};`).join('\n');
-  // A copy of the service without sdk/ (test/codegen.test.ts makes one) still generates.
+  // A copy of the service without sdk/ (test/scripts/codegen.test.ts makes one) still generates.
   const manifest = await readFile(new URL(sdkManifest, root), 'utf8').then((text) => JSON.parse(text) as JsonObject, () => null);
   const version = (spec.info as JsonObject).version as string;
   return {

@@ -3,9 +3,9 @@ import { createRequire } from 'node:module';
 import type { FastifyInstance } from 'fastify';
 import t, { type Test } from 'tap';
 import { parse } from 'yaml';
-import { build } from './helper.js';
+import { build } from '../helper.js';
 
-const specText = readFileSync(new URL('../openapi.yaml', import.meta.url), 'utf8');
+const specText = readFileSync(new URL('../../openapi.yaml', import.meta.url), 'utf8');
 const redocBundle = readFileSync(createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js'));
 
 /** The URLs an HTML page loads: script src and link href. */

@@ -1,6 +1,6 @@
 import { type AddressInfo, connect } from 'node:net';
 import t from 'tap';
-import { backend, build } from './helper.js';
+import { backend, build } from '../helper.js';
 
 t.test('GET /healthz answers 200 {"status":"ok"} with no token', async (t) => {
   const app = await build(t);

@@ -1,5 +1,5 @@
 /**
- * Seeded generators of hostile requests for test/hostile-input.test.ts. Each family returns the
+ * Seeded generators of hostile requests for test/hostile-input/hostile-input.test.ts. Each family returns the
  * same cases for the same seed and subjects, so a failure report can be reproduced request by request.
  */
 import { createHmac } from 'node:crypto';

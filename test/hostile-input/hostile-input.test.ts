@@ -10,10 +10,10 @@
  */
 import net from 'node:net';
 import t from 'tap';
-import { loggedInUser } from './auth/accounts.js';
-import { contactBody, createUser } from './contacts/fixtures.js';
-import { build } from './helper.js';
-import { FAMILIES, type HostileCase, type Subjects } from './hostile-input/generators.js';
+import { loggedInUser } from '../auth/accounts.js';
+import { contactBody, createUser } from '../contacts/fixtures.js';
+import { build } from '../helper.js';
+import { FAMILIES, type HostileCase, type Subjects } from './generators.js';
 
 const SEED = Number(process.env.HOSTILE_SEED ?? 20261122);
 const MIN_REQUESTS = 2000;

@@ -3,9 +3,9 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { ConfigError, loadConfig } from '../plugins/config.js';
-import { decodeClaims, loggedInUser } from './auth/accounts.js';
-import { build, TEST_JWT_SECRET } from './helper.js';
+import { ConfigError, loadConfig } from '../../plugins/config.js';
+import { decodeClaims, loggedInUser } from '../auth/accounts.js';
+import { build, TEST_JWT_SECRET } from '../helper.js';
 
 async function tempDir(t: { teardown(fn: () => unknown): void }): Promise<string> {
   const dir = await mkdtemp(path.join(tmpdir(), 'contacts-config-'));

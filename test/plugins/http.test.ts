@@ -1,10 +1,10 @@
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
 import type { LightMyRequestResponse } from 'fastify';
-import { buildApp } from '../src/app.js';
-import { loadConfig } from '../plugins/config.js';
-import { bearer, buildAccountsApp, loggedInUser } from './auth/accounts.js';
-import { testEnv } from './helper.js';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../plugins/config.js';
+import { bearer, buildAccountsApp, loggedInUser } from '../auth/accounts.js';
+import { testEnv } from '../helper.js';
 
 /** The one error shape: JSON `{detail}` and nothing else, with no internals. */
 function error(t: Test, res: LightMyRequestResponse, status: number, detail: string) {

@@ -1,9 +1,9 @@
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
-import { buildApp } from '../src/app.js';
-import { loadConfig } from '../plugins/config.js';
-import { bearer, formBody } from './auth/accounts.js';
-import { backend, build, testEnv } from './helper.js';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../plugins/config.js';
+import { bearer, formBody } from '../auth/accounts.js';
+import { backend, build, testEnv } from '../helper.js';
 
 /** A user straight in the database (no anonymous requests spent) and an access token for them. */
 async function userWithToken(app: FastifyInstance, name: string): Promise<{ id: number; token: string }> {

@@ -10,9 +10,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { parse, stringify } from 'yaml';
-import { build, testEnv } from './helper.js';
+import { build, testEnv } from '../helper.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 
 interface Run {
   code: number;

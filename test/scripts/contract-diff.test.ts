@@ -10,10 +10,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { stringify } from 'yaml';
-import { compareContracts, formatChange, formatReport, verdict } from '../scripts/contract-diff/compare.js';
-import { dereference } from '../scripts/dereference.js';
+import { compareContracts, formatChange, formatReport, verdict } from '../../scripts/contract-diff/compare.js';
+import { dereference } from '../../scripts/dereference.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 
 /** A small contract: a shared request schema, a shared response schema, a header enum and security. */
 function baseSpec(): any {
