@@ -1,5 +1,5 @@
 /**
- * The filter language of `GET /api/contacts/?query=` (INTERFACE.md, "Filter expression"), parsed into
+ * The filter language of `GET /api/contacts/?query=` (openapi.yaml, the `query` parameter), parsed into
  * a typed condition list. Pure: no database, no I/O; filter-sql.ts turns the list into SQL.
  */
 import { unstorableCharacter } from '../../plugins/http/input-guard.js';

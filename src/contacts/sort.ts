@@ -1,5 +1,5 @@
 /**
- * The `sort` parameter of the list (INTERFACE.md, "Sorting the list"), parsed into typed keys.
+ * The `sort` parameter of the list (openapi.yaml, the `sort` parameter), parsed into typed keys.
  * Pure: contacts.repository.ts turns the keys into ORDER BY.
  */
 import { schemaFields } from '../generated/schemas.js';

@@ -1,5 +1,5 @@
 /**
- * Conditional requests (INTERFACE.md, "Conditional requests"): strong contact ETags, If-None-Match
+ * Conditional requests (openapi.yaml, "Conventions"): strong contact ETags, If-None-Match
  * (304) on a contact and on list and upcoming pages (weak tags), If-Match (412) on PUT, PATCH and
  * DELETE with nothing written, the order of checks, and CORS exposing ETag.
  */

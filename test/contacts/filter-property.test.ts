@@ -1,6 +1,6 @@
 /**
  * Property: for random filter expressions over random contacts, what the database returns equals an
- * independent TypeScript reading of INTERFACE.md's filter rules applied to the same rows.
+ * independent TypeScript reading of the filter rules (openapi.yaml, the `query` parameter) applied to the same rows.
  */
 import fc from 'fast-check';
 import t from 'tap';
@@ -83,7 +83,7 @@ for (const [i, d] of data.entries()) {
 // Someone else's matching rows must never appear.
 await app.db.insertInto('contacts').values(rows.slice(0, 5).map((r) => ({ ...r, id: undefined, owner_id: other.id, created_at: new Date(r.created_at), updated_at: new Date(r.updated_at) }))).execute();
 
-// ---- the reference, read from INTERFACE.md ----
+// ---- the reference, read from openapi.yaml's `query` parameter ----
 
 const stripPhone = (s: string) => s.replace(/[ ().-]/g, '');
 
@@ -247,7 +247,7 @@ t.test('SQL filtering equals the reference evaluation', async (t) => {
 // ---- pages ----
 
 type SortedField = 'first_name' | 'last_name' | 'birthday';
-/** INTERFACE.md's order: text by its lower-cased value, then the value, code point by code point; then id. */
+/** The `sort` parameter's order (openapi.yaml): text by its lower-cased value, then the value, code point by code point; then id. */
 function compareBy(sort: string): (a: Row, b: Row) => number {
   const keys = sort === '' ? [] : sort.split(',').map((key) => ({ field: key.replace('-', '') as SortedField, sign: key.startsWith('-') ? -1 : 1 }));
   const byCodePoint = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);

@@ -1,5 +1,5 @@
 /**
- * Sorting the list (INTERFACE.md, "Sorting the list") against the database: every key in both
+ * Sorting the list (openapi.yaml, the `sort` parameter) against the database: every key in both
  * directions, text keys by lower(value) then value byte-wise, ties by id ascending, up to three keys,
  * with query, skip, limit and the Link header, and the errors in their order.
  */

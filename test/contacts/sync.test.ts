@@ -1,5 +1,5 @@
 /**
- * Incremental sync (INTERFACE.md, "Incremental sync"): full sync pages, deltas of creates, updates
+ * Incremental sync (openapi.yaml, `GET /api/contacts/sync`): full sync pages, deltas of creates, updates
  * (each once, latest state) and deletes, paging, limits, tokens (tampered, foreign, expired), the
  * retention of tombstones, and writes landing between the pages of a sync.
  */

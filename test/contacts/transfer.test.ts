@@ -1,4 +1,4 @@
-/** Export and import through the API (INTERFACE.md, "Export and import"): status, body and headers exactly. */
+/** Export and import through the API (openapi.yaml, `GET /api/contacts/export` and `POST /api/contacts/import`): status, body and headers exactly. */
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,9 +1,9 @@
 import { bearerHeader, type Family, type HostileCase, jsonCase, jsonOperations, toJson } from './common.js';
 
 /**
- * Text PostgreSQL cannot store, in requests that are otherwise valid: INTERFACE.md fixes 422 for a
- * NUL or an unpaired surrogate wherever it appears. Inside a filter's `in_` list (JSON text within
- * the query) a refusal as 400 `Invalid filter value` is accepted too.
+ * Text PostgreSQL cannot store, in requests that are otherwise valid: openapi.yaml ("Conventions")
+ * fixes 422 for a NUL or an unpaired surrogate wherever it appears. Inside a filter's `in_` list
+ * (JSON text within the query) a refusal as 400 `Invalid filter value` is accepted too.
  */
 export const unstorableText: Family = {
   name: 'unstorable text',

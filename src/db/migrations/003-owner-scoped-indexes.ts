@@ -16,7 +16,7 @@ const TEXT_COLUMNS = ['first_name', 'last_name', 'email', 'phone'] as const;
  * Every index leads with owner_id, so a query reads one owner's entries only. Text columns are
  * keyed by `lower(column) collate "C"`: the filters compare that (ilike is lower(value) LIKE
  * lower(pattern), so the lower-casing is stored, not redone per row), and it is the first key of
- * the list's text sort order (INTERFACE.md: lower(value), then the value, byte-wise, then id).
+ * the list's text sort order (openapi.yaml's `sort` parameter: lower(value), then the value, byte-wise, then id).
  */
 const CREATED: [name: string, definition: RawBuilder<unknown>][] = [
   ...TEXT_COLUMNS.flatMap((column): [string, RawBuilder<unknown>][] => [

@@ -24,7 +24,7 @@ const row = (first_name: string, last_name: string, email: string, phone: string
   ...(additional_data === undefined ? {} : { additional_data }),
 });
 
-t.test('export: the header INTERFACE.md fixes, and rows quoted only where RFC 4180 needs it', async (t) => {
+t.test('export: the header openapi.yaml fixes, and rows quoted only where RFC 4180 needs it', async (t) => {
   t.equal(csvHeader(), `${HEADER}\r\n`);
   t.equal(csvRowOf(jane), 'Jane,Doe,jane@example.com,+14155550123,1990-05-17,\r\n');
   t.equal(

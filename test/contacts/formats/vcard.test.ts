@@ -25,7 +25,7 @@ const octets = (text: string) => Buffer.byteLength(text);
 /** RFC 6350 §3.2 unfolding, written independently of the codec: CRLF + one space or tab is removed. */
 const unfold = (text: string) => text.replace(/\r\n[ \t]/g, '');
 
-t.test('export: one card with the properties INTERFACE.md lists, CRLF line ends', async (t) => {
+t.test('export: one card with the properties openapi.yaml lists, CRLF line ends', async (t) => {
   t.equal(
     vcardOf(jane),
     crlf(
