@@ -1,6 +1,6 @@
 /**
  * Redis killed (SIGKILL) and started again under load, against real processes: the service keeps
- * answering from PostgreSQL (the README promises that nothing fails), loses no acknowledged create,
+ * answering from PostgreSQL (docs/performance.md promises that nothing fails), loses no acknowledged create,
  * its /readyz stays 200 and says whether the cache is available, /metrics shows Redis down and
  * then up, and it tells the log once that Redis went away and once that it came back, per
  * component that uses Redis, instead of a warning per request.
