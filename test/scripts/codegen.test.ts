@@ -4,7 +4,7 @@
  * and a handler that no longer fits the regenerated types fails `tsc`.
  */
 import { execFile } from 'node:child_process';
-import { cp, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -132,7 +132,8 @@ export const probeHandlers = {
 });
 
 t.test('a new contact field is openapi.yaml, a migration and the table type: the API then accepts, returns, filters and sorts it', async (t) => {
-  const dir = await projectCopy(t, ['openapi.yaml', 'package.json', 'tsconfig.json', 'plugins', 'scripts', 'src']);
+  // tsc checks scripts/ too, and scripts/seed.ts draws from test/random.ts.
+  const dir = await projectCopy(t, ['openapi.yaml', 'package.json', 'tsconfig.json', 'plugins', 'scripts', 'src', 'test/random.ts']);
   const nickname = { type: ['string', 'null'], maxLength: 30, example: 'Ace' };
   await editSpec(dir, (spec) => {
     const { Contact, ContactCreate, ContactPatch } = spec.components.schemas;
@@ -141,14 +142,18 @@ t.test('a new contact field is openapi.yaml, a migration and the table type: the
     ContactCreate.properties.nickname = nickname;
     ContactPatch.properties.nickname = nickname;
   });
+  // After the last migration: the test database starts migrated, and Kysely refuses one that sorts before an applied one.
+  const migrationsDir = path.join(dir, 'src/db/migrations');
+  const last = (await readdir(migrationsDir)).filter((file) => /^\d{3}-/.test(file)).sort().at(-1)!;
+  const migration = `${String(Number(last.slice(0, 3)) + 1).padStart(3, '0')}-nickname`;
   await writeFile(
-    path.join(dir, 'src/db/migrations/010-nickname.ts'),
+    path.join(migrationsDir, `${migration}.ts`),
     `import { type Kysely, sql } from 'kysely';\nexport async function up(db: Kysely<any>): Promise<void> {\n  await sql\`alter table contacts add column nickname text\`.execute(db);\n}\n`,
   );
-  const index = path.join(dir, 'src/db/migrations/index.ts');
+  const index = path.join(migrationsDir, 'index.ts');
   await writeFile(
     index,
-    (await readFile(index, 'utf8')).replace(/^(import .*\n)(?!import)/m, "$1import * as nickname from './010-nickname.js';\n").replace(/\n};\n$/, "\n  '010-nickname': nickname,\n};\n"),
+    (await readFile(index, 'utf8')).replace(/^(import .*\n)(?!import)/m, `$1import * as nickname from './${migration}.js';\n`).replace(/\n};\n$/, `\n  '${migration}': nickname,\n};\n`),
   );
   const tables = path.join(dir, 'src/db/database.ts');
   // The first additional_data column is the contacts table's.
