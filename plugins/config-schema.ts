@@ -164,7 +164,7 @@ export const variables = {
   },
   OTEL_BSP_SCHEDULE_DELAY: {
     type: 'integer', minimum: 0, maximum: 3_600_000, default: 5000, onlyWith: 'OTEL_EXPORTER_OTLP_ENDPOINT',
-    description: 'Milliseconds between two exports of finished spans. The exporter reads the other standard `OTEL_*` variables itself ([operations](operations.md#traces)).',
+    description: 'Milliseconds between two exports of finished spans. The exporter reads the other standard `OTEL_*` variables itself (docs/operations.md, Traces).',
   },
 } as const satisfies Record<string, VariableSpec>;
 
@@ -189,7 +189,7 @@ export type ConfigValues = {
 export function requirement(spec: VariableSpec): string {
   if (spec.mustBe) return spec.mustBe;
   if (spec.enum) return `one of ${spec.enum.join(', ')}`;
-  if (spec.protocols) return `a ${spec.protocols.join(' or ')} URL`;
+  if (spec.protocols) return `a URL with ${spec.protocols.join(' or ')}`;
   if (spec.type === 'integer') return `a whole number from ${spec.minimum} to ${spec.maximum}`;
   if (spec.type === 'number') return `a number from ${spec.minimum} to ${spec.maximum}`;
   if (spec.type === 'boolean') return 'true or false';
