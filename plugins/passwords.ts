@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -57,13 +58,19 @@ export function retryAfterSeconds(waiting: number, meanRunMs: number, threads: n
 }
 
 /**
- * The worker beside this file: `password-worker.js` compiled, `password-worker.ts` run from
- * TypeScript. There the threads load it through the loader they inherit with `execArgv` (tsx's or
- * tap's), which Node 22 installs in worker threads too.
+ * The worker beside this file, and how a thread loads it. Compiled, it is `password-worker.js` and
+ * the threads need nothing. Run from TypeScript (tsx, tap), it is `password-worker.ts`, and the
+ * loader a thread inherits through `execArgv` does not help: on Node 20 a `module.register` loader
+ * (tsx's, tap's ts-node) is not installed in worker threads (nodejs/node#47747,
+ * privatenumber/tsx#354). tsx's require hook works in any thread, and piscina's worker requires
+ * the file, so the threads get that hook instead.
  */
-function workerFile(): string {
+function worker(): { filename: string; execArgv: string[] } {
   const self = fileURLToPath(import.meta.url);
-  return path.join(path.dirname(self), `password-worker${path.extname(self)}`);
+  const extension = path.extname(self);
+  const filename = path.join(path.dirname(self), `password-worker${extension}`);
+  if (extension !== '.ts') return { filename, execArgv: [] };
+  return { filename, execArgv: ['--require', createRequire(import.meta.url).resolve('tsx/cjs')] };
 }
 
 /** A well-formed hash of nobody's password with the policy's parameters: verifying against it costs a real compare. */
@@ -134,7 +141,7 @@ export default fp(
     const burnHash = dummyHash(policy);
 
     const pool = new Piscina({
-      filename: workerFile(),
+      ...worker(),
       // One thread per core: a hash is pure CPU, and the event loop mostly waits on I/O meanwhile.
       maxThreads: availableParallelism(),
       minThreads: 1,

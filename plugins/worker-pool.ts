@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fp from 'fastify-plugin';
@@ -45,16 +46,21 @@ export const QUEUE_LIMIT = 8;
 const IDLE_TIMEOUT_MS = 60_000;
 
 /**
- * The extension of worker modules: `.js` compiled, `.ts` run from TypeScript (tsx, tap), where the
- * threads load them through the loader they inherit with `execArgv`.
+ * How a thread loads a worker module. Compiled, it is the `.js` file and the threads need nothing.
+ * Run from TypeScript (tsx, tap) it is the `.ts` file beside it, loaded through tsx's require hook,
+ * which works in any thread (see `worker()` in plugins/passwords.ts for why a loader does not).
  */
-const EXTENSION = path.extname(fileURLToPath(import.meta.url));
+function workerLoading(): { extension: string; execArgv: string[] } {
+  const extension = path.extname(fileURLToPath(import.meta.url));
+  return { extension, execArgv: extension === '.ts' ? ['--require', createRequire(import.meta.url).resolve('tsx/cjs')] : [] };
+}
 
 /** `app.workerPool`: a piscina pool of one thread for CPU-bound work, with a bounded queue and per-task time budgets. */
 export default fp(
   async (app) => {
+    const { extension, execArgv } = workerLoading();
     // The queue is bounded here: piscina's maxQueue does not count tasks that carry an abort signal.
-    const pool = new Piscina({ minThreads: 0, maxThreads: THREADS, idleTimeout: IDLE_TIMEOUT_MS });
+    const pool = new Piscina({ execArgv, minThreads: 0, maxThreads: THREADS, idleTimeout: IDLE_TIMEOUT_MS });
     let closed = false;
     let inFlight = 0;
 
@@ -67,7 +73,7 @@ export default fp(
           const seconds = Number.isFinite(meanMs) ? Math.ceil((QUEUE_LIMIT * meanMs) / THREADS / 1000) : 1;
           throw new WorkerPoolBusy(Math.max(1, seconds));
         }
-        const filename = fileURLToPath(module).replace(/\.js$/, EXTENSION);
+        const filename = fileURLToPath(module).replace(/\.js$/, extension);
         const budget = AbortSignal.timeout(timeoutMs);
         inFlight++;
         try {
