@@ -2,7 +2,19 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import path from 'node:path';
+import type { Ajv } from 'ajv';
+import envSchema from 'env-schema';
 import fp from 'fastify-plugin';
+import {
+  type ConfigValues,
+  OTLP_PROTOCOLS,
+  PASSWORD_HASH_ALGORITHMS,
+  requirement,
+  TRACES_SAMPLERS,
+  type VariableName,
+  type VariableSpec,
+  variables,
+} from './config-schema.js';
 
 /** Typed, validated settings; every field comes from one environment variable. */
 export interface AppConfig {
@@ -62,11 +74,6 @@ export interface AppConfig {
   avatarRenderQueueLimit: number;
 }
 
-export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
-export const TRACES_SAMPLERS = [
-  'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio', 'always_on', 'always_off', 'traceidratio',
-] as const;
-
 /** The standard OTEL_* variables the service reads itself; the exporter reads OTEL_EXPORTER_OTLP_HEADERS and the like. */
 export interface TracingConfig {
   /** OTEL_EXPORTER_OTLP_ENDPOINT: the collector's base URL (spans go to `/v1/traces` under it). */
@@ -79,7 +86,6 @@ export interface TracingConfig {
   exportDelayMs: number;
 }
 
-export const PASSWORD_HASH_ALGORITHMS = ['bcrypt', 'argon2id'] as const;
 export type PasswordHashAlgorithm = (typeof PASSWORD_HASH_ALGORITHMS)[number];
 
 /** Every bad setting at once, each naming its variable. */
@@ -91,68 +97,51 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
-/** Reads variables, noting every bad one instead of stopping at the first; each returns a fallback when bad. */
-class EnvReader {
-  readonly problems: string[] = [];
+const schema = { type: 'object', properties: variables, additionalProperties: false };
+const names = Object.keys(variables) as VariableName[];
 
-  constructor(private readonly env: Env) {}
+/** Schema keywords beyond JSON Schema's: `protocols` validates, the others only annotate (config-schema.ts). */
+function withOurKeywords(ajv: Ajv): Ajv {
+  ajv.addKeyword({
+    keyword: 'protocols',
+    type: 'string',
+    schemaType: 'array',
+    errors: false,
+    validate: (protocols: string[], value: string) => URL.canParse(value) && protocols.includes(new URL(value).protocol),
+  });
+  ajv.addVocabulary(['mustBe', 'secret', 'onlyWith', 'docDefault', 'example']);
+  return ajv;
+}
 
-  text(name: string, fallback: string): string {
-    return this.env[name] || fallback;
+/** The problem with `raw`, a value of `name` that failed the schema. */
+function problem(name: VariableName, raw: string): string {
+  const spec: VariableSpec = variables[name];
+  const got = spec.secret ? '' : `, got '${raw}'`;
+  if (spec.protocols && URL.canParse(raw)) return `${name} must use ${spec.protocols.join(' or ')}, got '${new URL(raw).protocol}'`;
+  if (spec.protocols) return `${name} must be a URL${got}`;
+  return `${name} must be ${requirement(spec)}${got}`;
+}
+
+/**
+ * The environment validated against the schema, or the problems, one for each bad variable in the
+ * schema's order. A blank value is the same as none (so `.env.example`'s `NAME=` lines mean the
+ * default), and a variable whose `onlyWith` is unset is not read at all.
+ */
+function validate(env: Env): { values: ConfigValues | null; problems: string[] } {
+  const given = (name: string) => (env[name]?.trim() ? env[name] : undefined);
+  const data: Record<string, string> = {};
+  for (const name of names) {
+    const spec: VariableSpec = variables[name];
+    const raw = given(name);
+    if (raw !== undefined && (spec.onlyWith === undefined || given(spec.onlyWith) !== undefined)) data[name] = raw;
   }
-
-  integer(name: string, fallback: number, min: number, max: number): number {
-    const raw = this.env[name];
-    if (raw === undefined || raw === '') return fallback;
-    const value = Number(raw);
-    if (!/^\d+$/.test(raw.trim()) || value < min || value > max) {
-      this.problems.push(`${name} must be a whole number from ${min} to ${max}, got '${raw}'`);
-      return fallback;
-    }
-    return value;
-  }
-
-  url(name: string, protocols: string[]): string | null {
-    const raw = this.env[name];
-    if (raw === undefined || raw === '') return null;
-    let parsed: URL;
-    try {
-      parsed = new URL(raw);
-    } catch {
-      this.problems.push(`${name} must be a URL, got '${raw}'`);
-      return null;
-    }
-    if (!protocols.includes(parsed.protocol)) {
-      this.problems.push(`${name} must use ${protocols.join(' or ')}, got '${parsed.protocol}'`);
-      return null;
-    }
-    return raw;
-  }
-
-  boolean(name: string, fallback: boolean): boolean {
-    const raw = this.env[name];
-    if (raw === undefined || raw === '') return fallback;
-    if (raw === 'true' || raw === 'false') return raw === 'true';
-    this.problems.push(`${name} must be true or false, got '${raw}'`);
-    return fallback;
-  }
-
-  ratio(name: string, fallback: number): number {
-    const raw = this.env[name];
-    if (raw === undefined || raw === '') return fallback;
-    const value = Number(raw);
-    if (!/^\s*\d*\.?\d+\s*$/.test(raw) || value > 1) {
-      this.problems.push(`${name} must be a number from 0 to 1, got '${raw}'`);
-      return fallback;
-    }
-    return value;
-  }
-
-  oneOf<T extends string>(name: string, fallback: T, allowed: readonly T[]): T {
-    const value = this.text(name, fallback);
-    if ((allowed as readonly string[]).includes(value)) return value as T;
-    this.problems.push(`${name} must be one of ${allowed.join(', ')}, got '${value}'`);
-    return fallback;
+  try {
+    return { values: envSchema<ConfigValues>({ schema, data, env: false, ajv: { customOptions: withOurKeywords } }), problems: [] };
+  } catch (error) {
+    const failures = (error as { errors?: { instancePath: string }[] }).errors;
+    if (!failures) throw error;
+    const bad = new Set(failures.map((failure) => failure.instancePath.slice(1)));
+    return { values: null, problems: names.filter((name) => bad.has(name)).map((name) => problem(name, data[name] ?? '')) };
   }
 }
 
@@ -170,36 +159,18 @@ function isProxyAddress(entry: string): boolean {
 
 /**
  * TRUST_PROXY: `true`, `false`, a hop count (trust that many proxies in front), or trusted proxy
- * addresses, CIDRs and named ranges, comma-separated. Anything else is a problem named here rather
- * than an exception from inside Fastify.
+ * addresses, CIDRs and named ranges, comma-separated; undefined when it is none of these, so the
+ * problem is named here rather than thrown from inside Fastify.
  */
-function trustProxy(read: EnvReader, raw: string | undefined): AppConfig['trustProxy'] {
-  if (raw === undefined || raw === '' || raw === 'false') return false;
+function trustProxy(raw: string): AppConfig['trustProxy'] | undefined {
+  if (raw === 'false') return false;
   if (raw === 'true') return true;
   if (/^\d+$/.test(raw)) {
     const hops = Number(raw);
     return (_address: string, hop: number) => hop < hops;
   }
-  const bad = raw.split(',').map((entry) => entry.trim()).find((entry) => !isProxyAddress(entry));
-  if (bad === undefined) return raw;
-  read.problems.push(`TRUST_PROXY must be true, false, a hop count, or addresses, CIDRs or loopback/linklocal/uniquelocal, got '${bad}'`);
-  return false;
+  return raw.split(',').every((entry) => isProxyAddress(entry.trim())) ? raw : undefined;
 }
-
-/** Tracing settings when OTEL_EXPORTER_OTLP_ENDPOINT is set, else null. */
-function tracing(read: EnvReader): TracingConfig | null {
-  const endpoint = read.url('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
-  if (!endpoint) return null;
-  return {
-    endpoint,
-    protocol: read.oneOf('OTEL_EXPORTER_OTLP_PROTOCOL', 'http/protobuf', OTLP_PROTOCOLS),
-    sampler: read.oneOf('OTEL_TRACES_SAMPLER', 'parentbased_always_on', TRACES_SAMPLERS),
-    samplerRatio: read.ratio('OTEL_TRACES_SAMPLER_ARG', 1),
-    exportDelayMs: read.integer('OTEL_BSP_SCHEDULE_DELAY', 5_000, 0, 3_600_000),
-  };
-}
-
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** A JWT secret for development, made once and kept in the data folder so restarts keep sessions. */
 async function developmentSecret(dataDir: string): Promise<string> {
@@ -241,74 +212,72 @@ function weakSecret(secret: string): string | null {
 
 /** Reads and validates the environment; throws a ConfigError naming every bad variable. */
 export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
-  const read = new EnvReader(env);
-  const nodeEnv = read.text('NODE_ENV', 'development');
-  const port = read.integer('PORT', 3000, 0, 65535);
-  const host = read.text('HOST', '127.0.0.1');
-  const dataDir = path.resolve(read.text('DATA_DIR', '.data'));
-  const logLevel = read.oneOf('LOG_LEVEL', 'info', LOG_LEVELS);
-
-  let jwtSecret = env.JWT_SECRET ?? '';
-  if (jwtSecret === '') {
-    if (nodeEnv === 'production') read.problems.push('JWT_SECRET is required when NODE_ENV=production');
-    else jwtSecret = await developmentSecret(dataDir);
-  } else if (jwtSecret.length < 32) {
-    read.problems.push('JWT_SECRET must be at least 32 characters');
-  } else if (nodeEnv === 'production') {
-    const weakness = weakSecret(jwtSecret);
-    if (weakness) read.problems.push(weakness);
+  const { values, problems } = validate(env);
+  // What no JSON Schema says: checked on the raw values, so that they are reported with the others.
+  const nodeEnv = env.NODE_ENV?.trim() || variables.NODE_ENV.default;
+  const secret = env.JWT_SECRET?.trim() ? env.JWT_SECRET : undefined;
+  if (secret === undefined && nodeEnv === 'production') problems.push('JWT_SECRET is required when NODE_ENV=production');
+  if (secret !== undefined && secret.length >= variables.JWT_SECRET.minLength && nodeEnv === 'production') {
+    const weakness = weakSecret(secret);
+    if (weakness) problems.push(weakness);
   }
-
-  const publicBaseUrl = read.url('PUBLIC_BASE_URL', ['http:', 'https:']) ?? `http://${host}:${port}`;
-  const mailFrom = read.text('MAIL_FROM', 'Contacts <no-reply@contacts.local>');
-  if (!/^[^<>]*<?[^\s@<>]+@[^\s@<>]+>?$/.test(mailFrom)) read.problems.push(`MAIL_FROM must be an e-mail address, got '${mailFrom}'`);
-
-  const metricsToken = read.text('METRICS_TOKEN', '') || null;
-  if (metricsToken !== null && !/^[\x21-\x7e]{16,256}$/.test(metricsToken)) {
-    read.problems.push('METRICS_TOKEN must be 16 to 256 printable characters without spaces');
+  const proxyList = env.TRUST_PROXY?.trim() ? env.TRUST_PROXY : variables.TRUST_PROXY.default;
+  const proxies = trustProxy(proxyList);
+  if (proxies === undefined) {
+    const bad = proxyList.split(',').map((entry) => entry.trim()).find((entry) => !isProxyAddress(entry));
+    problems.push(`TRUST_PROXY must be ${requirement(variables.TRUST_PROXY)}, got '${bad}'`);
   }
+  if (values === null || proxies === undefined || problems.length > 0) throw new ConfigError(problems);
 
-  const config: AppConfig = {
-    nodeEnv,
-    host,
-    port,
-    databaseUrl: read.url('DATABASE_URL', ['postgres:', 'postgresql:']),
-    redisUrl: read.url('REDIS_URL', ['redis:', 'rediss:']),
-    redisKeyPrefix: read.text('REDIS_KEY_PREFIX', 'contacts:'),
-    redisCommandTimeoutMs: read.integer('REDIS_COMMAND_TIMEOUT_MS', 250, 1, 60_000),
+  const dataDir = path.resolve(values.DATA_DIR);
+  const publicBaseUrl = values.PUBLIC_BASE_URL ?? `http://${values.HOST}:${values.PORT}`;
+  return {
+    nodeEnv: values.NODE_ENV,
+    host: values.HOST,
+    port: values.PORT,
+    databaseUrl: values.DATABASE_URL ?? null,
+    redisUrl: values.REDIS_URL ?? null,
+    redisKeyPrefix: values.REDIS_KEY_PREFIX,
+    redisCommandTimeoutMs: values.REDIS_COMMAND_TIMEOUT_MS,
     dataDir,
-    jwtSecret,
-    smtpUrl: read.url('SMTP_URL', ['smtp:', 'smtps:']),
-    outboxDir: path.resolve(read.text('MAIL_OUTBOX_DIR', path.join(dataDir, 'outbox'))),
-    mailFrom,
+    jwtSecret: values.JWT_SECRET ?? (await developmentSecret(dataDir)),
+    smtpUrl: values.SMTP_URL ?? null,
+    outboxDir: path.resolve(values.MAIL_OUTBOX_DIR ?? path.join(dataDir, 'outbox')),
+    mailFrom: values.MAIL_FROM,
     publicBaseUrl: publicBaseUrl.replace(/\/+$/, ''),
-    accessTokenTtl: read.integer('ACCESS_TOKEN_TTL', 900, 1, 86_400),
-    refreshTokenTtl: read.integer('REFRESH_TOKEN_TTL', 604_800, 1, 31_536_000),
-    verifyTokenTtl: read.integer('VERIFY_TOKEN_TTL', 604_800, 1, 31_536_000),
-    resetTokenTtl: read.integer('RESET_TOKEN_TTL', 900, 1, 86_400),
-    bcryptCost: read.integer('BCRYPT_COST', 12, 4, 15),
-    trustProxy: trustProxy(read, env.TRUST_PROXY),
-    logLevel,
-    corsOrigins: read.text('CORS_ORIGINS', '').split(',').map((o) => o.trim()).filter(Boolean),
-    rateLimitAnonPerMin: read.integer('RATE_LIMIT_ANON_PER_MIN', 20, 1, 1_000_000),
-    rateLimitMePerMin: read.integer('RATE_LIMIT_ME_PER_MIN', 5, 1, 1_000_000),
-    shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 1, 600_000),
-    syncTombstoneDays: read.integer('SYNC_TOMBSTONE_DAYS', 30, 1, 3650),
-    passwordHash: read.oneOf('PASSWORD_HASH', 'bcrypt', PASSWORD_HASH_ALGORITHMS),
-    argon2MemoryKib: read.integer('ARGON2_MEMORY_KIB', 19_456, 1024, 1_048_576),
-    argon2TimeCost: read.integer('ARGON2_TIME_COST', 2, 1, 20),
-    argon2Parallelism: read.integer('ARGON2_PARALLELISM', 1, 1, 16),
-    passwordQueueLimit: read.integer('PASSWORD_QUEUE_LIMIT', 64, 1, 100_000),
-    metricsEnabled: read.boolean('METRICS_ENABLED', true),
-    metricsToken,
-    tracing: tracing(read),
-    importParseTimeoutMs: read.integer('IMPORT_PARSE_TIMEOUT_MS', 10_000, 1, 600_000),
-    cacheMaxAnswerBytes: read.integer('CACHE_MAX_ANSWER_BYTES', 524_288, 0, 16_777_216),
-    cacheUserBytes: read.integer('CACHE_USER_BYTES', 4_194_304, 0, 1_073_741_824),
-    avatarRenderQueueLimit: read.integer('AVATAR_RENDER_QUEUE_LIMIT', 8, 0, 1000),
+    accessTokenTtl: values.ACCESS_TOKEN_TTL,
+    refreshTokenTtl: values.REFRESH_TOKEN_TTL,
+    verifyTokenTtl: values.VERIFY_TOKEN_TTL,
+    resetTokenTtl: values.RESET_TOKEN_TTL,
+    bcryptCost: values.BCRYPT_COST,
+    trustProxy: proxies,
+    logLevel: values.LOG_LEVEL,
+    corsOrigins: (values.CORS_ORIGINS ?? '').split(',').map((o) => o.trim()).filter(Boolean),
+    rateLimitAnonPerMin: values.RATE_LIMIT_ANON_PER_MIN,
+    rateLimitMePerMin: values.RATE_LIMIT_ME_PER_MIN,
+    shutdownTimeoutMs: values.SHUTDOWN_TIMEOUT_MS,
+    syncTombstoneDays: values.SYNC_TOMBSTONE_DAYS,
+    passwordHash: values.PASSWORD_HASH,
+    argon2MemoryKib: values.ARGON2_MEMORY_KIB,
+    argon2TimeCost: values.ARGON2_TIME_COST,
+    argon2Parallelism: values.ARGON2_PARALLELISM,
+    passwordQueueLimit: values.PASSWORD_QUEUE_LIMIT,
+    metricsEnabled: values.METRICS_ENABLED,
+    metricsToken: values.METRICS_TOKEN ?? null,
+    tracing: values.OTEL_EXPORTER_OTLP_ENDPOINT
+      ? {
+          endpoint: values.OTEL_EXPORTER_OTLP_ENDPOINT,
+          protocol: values.OTEL_EXPORTER_OTLP_PROTOCOL,
+          sampler: values.OTEL_TRACES_SAMPLER,
+          samplerRatio: values.OTEL_TRACES_SAMPLER_ARG,
+          exportDelayMs: values.OTEL_BSP_SCHEDULE_DELAY,
+        }
+      : null,
+    importParseTimeoutMs: values.IMPORT_PARSE_TIMEOUT_MS,
+    cacheMaxAnswerBytes: values.CACHE_MAX_ANSWER_BYTES,
+    cacheUserBytes: values.CACHE_USER_BYTES,
+    avatarRenderQueueLimit: values.AVATAR_RENDER_QUEUE_LIMIT,
   };
-  if (read.problems.length > 0) throw new ConfigError(read.problems);
-  return config;
 }
 
 declare module 'fastify' {

@@ -3,10 +3,10 @@ import { chmod, mkdir, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { Kysely, type Migration, PostgresDialect, type PostgresPool, sql } from 'kysely';
+import { Kysely, PostgresDialect, type PostgresPool, sql } from 'kysely';
 import pg from 'pg';
 import { Gauge, type Registry } from 'prom-client';
-import { migrateToLatest } from './migrate.js';
+import { type AppMigration, migrateToLatest } from './migrate.js';
 import { type OutageLog, outageLog } from './outage-log.js';
 import { PGlitePool } from './pglite-pool.js';
 
@@ -155,7 +155,7 @@ function withoutPassword(databaseUrl: string): string {
 
 export interface DbOptions {
   /** The schema's migrations, applied in key order before the app serves. */
-  migrations: Record<string, Migration>;
+  migrations: Record<string, AppMigration>;
   /** Hears of every statement sent (tests count them). */
   onQuery?: (sql: string) => void;
   /** Wraps the pool the app queries through (tracing puts a span around each statement). */

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-// kysely 0.28 (the last line for Node 20) exports Migrator from its root; 0.29 moves it to 'kysely/migration'.
-import { type Kysely, type Migration, Migrator, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import { type Migration, Migrator } from 'kysely/migration';
 
 /**
  * A migration module. One that exports `transactional = false` runs outside a transaction, statement

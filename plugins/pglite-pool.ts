@@ -14,6 +14,8 @@ export class PGlitePool implements PostgresPool {
   /** Callers holding the session or waiting for it. */
   #callers = 0;
   readonly totalCount = 1;
+  /** Kysely passes these to a control client (pool.Client) to cancel a query; there is none, so it cancels through connect(). */
+  readonly options = {};
 
   constructor(private readonly pglite: PGlite) {}
 

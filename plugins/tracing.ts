@@ -110,6 +110,7 @@ function tracedPool(tracer: Tracer, pool: PostgresPool, attributes: Attributes):
   return {
     connect: async () => traced(await pool.connect()),
     end: () => pool.end(),
+    options: pool.options,
   };
 }
 

@@ -48,7 +48,7 @@ const IDLE_TIMEOUT_MS = 60_000;
 /**
  * How a thread loads a worker module. Compiled, it is the `.js` file and the threads need nothing.
  * Run from TypeScript (tsx, tap) it is the `.ts` file beside it, loaded through tsx's require hook,
- * which works in any thread (see `worker()` in plugins/passwords.ts for why a loader does not).
+ * which starts fast in any thread (see `worker()` in plugins/passwords.ts for why not the inherited loader).
  */
 function workerLoading(): { extension: string; execArgv: string[] } {
   const extension = path.extname(fileURLToPath(import.meta.url));

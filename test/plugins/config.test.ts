@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -161,10 +161,75 @@ t.test('every bad variable is reported at once', async (t) => {
   t.type(error, ConfigError);
   t.same((error as ConfigError).problems, [
     "PORT must be a whole number from 0 to 65535, got 'abc'",
-    "LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got 'loud'",
-    'JWT_SECRET must be at least 32 characters',
     "REDIS_URL must use redis: or rediss:, got 'http:'",
+    'JWT_SECRET must be at least 32 characters',
+    "LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got 'loud'",
+  ], 'in the order of the schema (and of docs/configuration.md)');
+});
+
+t.test('a blank value is the same as none: the default', async (t) => {
+  const dataDir = await tempDir(t);
+  const config = await loadConfig({ DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, PORT: ' ', HOST: '', METRICS_ENABLED: '', TRUST_PROXY: '  ' });
+  t.match(config, { port: 3000, host: '127.0.0.1', metricsEnabled: true, trustProxy: false });
+});
+
+t.test('credentials are never echoed in a problem', async (t) => {
+  const dataDir = await tempDir(t);
+  const problems = async (env: Record<string, string>) =>
+    ((await loadConfig({ DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, ...env }).then(() => null, (e: unknown) => e)) as ConfigError).problems;
+  t.strictSame(await problems({ DATABASE_URL: 'postgres//contacts:hunter2@db/contacts' }), ['DATABASE_URL must be a URL']);
+  t.strictSame(await problems({ REDIS_URL: 'http://:hunter2@cache' }), ["REDIS_URL must use redis: or rediss:, got 'http:'"]);
+  t.strictSame(await problems({ METRICS_TOKEN: 'hunter2 hunter2 hunter2' }), ['METRICS_TOKEN must be 16 to 256 printable characters without spaces']);
+  t.strictSame(await problems({ JWT_SECRET: 'hunter2' }), ['JWT_SECRET must be at least 32 characters']);
+});
+
+t.test('the other OTEL_* variables are read only with OTEL_EXPORTER_OTLP_ENDPOINT', async (t) => {
+  const dataDir = await tempDir(t);
+  const otel = { OTEL_TRACES_SAMPLER: 'jaeger_remote', OTEL_TRACES_SAMPLER_ARG: '2', OTEL_BSP_SCHEDULE_DELAY: 'soon' };
+  const off = await loadConfig({ DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, ...otel });
+  t.equal(off.tracing, null, 'tracing off: values meant for another program are not ours to refuse');
+  const on = { DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' };
+  t.strictSame(((await loadConfig({ ...on, ...otel }).then(() => null, (e: unknown) => e)) as ConfigError).problems, [
+    "OTEL_TRACES_SAMPLER must be one of parentbased_always_on, parentbased_always_off, parentbased_traceidratio, always_on, always_off, traceidratio, got 'jaeger_remote'",
+    "OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1, got '2'",
+    "OTEL_BSP_SCHEDULE_DELAY must be a whole number from 0 to 3600000, got 'soon'",
   ]);
+  t.strictSame((await loadConfig({ ...on, OTEL_TRACES_SAMPLER_ARG: '.25' })).tracing, {
+    endpoint: 'http://collector:4318',
+    protocol: 'http/protobuf',
+    sampler: 'parentbased_always_on',
+    samplerRatio: 0.25,
+    exportDelayMs: 5000,
+  });
+});
+
+t.test('config:check fails when .env.example or the docs table drifts from the schema, and config:docs mends both', async (t) => {
+  const root = await tempDir(t);
+  await writeFile(path.join(root, 'package.json'), '{ "type": "module" }');
+  for (const file of ['scripts/config-docs.ts', 'plugins/config-schema.ts', '.env.example', 'docs/configuration.md']) {
+    await mkdir(path.dirname(path.join(root, file)), { recursive: true });
+    await cp(file, path.join(root, file));
+  }
+  const run = (...args: string[]) =>
+    spawnSync(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(root, 'scripts/config-docs.ts'), ...args], { encoding: 'utf8', timeout: 60_000 });
+  t.equal(run('--check').status, 0, 'the committed files match');
+
+  const schema = path.join(root, 'plugins/config-schema.ts');
+  await writeFile(schema, (await readFile(schema, 'utf8')).replace("maximum: 65_535, default: 3000", "maximum: 65_535, default: 8080"));
+  const drifted = run('--check');
+  t.equal(drifted.status, 1);
+  t.equal(drifted.stderr, '.env.example and docs/configuration.md differ from plugins/config-schema.ts: run `npm run config:docs` and commit the result\n');
+
+  t.equal(run().status, 0);
+  t.match(await readFile(path.join(root, '.env.example'), 'utf8'), /\nPORT=8080\n/);
+  t.match(await readFile(path.join(root, 'docs/configuration.md'), 'utf8'), /\| `PORT` \| `8080` \| a whole number from 0 to 65535 \| Port to listen on\. \|/);
+  t.equal(run('--check').status, 0, 'mended');
+
+  const doc = path.join(root, 'docs/configuration.md');
+  await writeFile(doc, (await readFile(doc, 'utf8')).replace(/<!-- END variables -->/, ''));
+  const unmarked = run('--check');
+  t.equal(unmarked.status, 1);
+  t.match(unmarked.stderr, 'docs/configuration.md lacks the marker lines between which the table goes');
 });
 
 t.test('production refuses placeholder and guessable JWT secrets, naming the variable', async (t) => {
