@@ -173,6 +173,13 @@ t.test('a blank value is the same as none: the default', async (t) => {
   t.match(config, { port: 3000, host: '127.0.0.1', metricsEnabled: true, trustProxy: false });
 });
 
+t.test('numbers are read as docs/configuration.md says: as Number() reads them', async (t) => {
+  const dataDir = await tempDir(t);
+  for (const port of ['3000', ' 3000 ', '3e3', '0xbb8']) {
+    t.equal((await loadConfig({ DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, PORT: port })).port, 3000, `PORT=${JSON.stringify(port)}`);
+  }
+});
+
 t.test('credentials are never echoed in a problem', async (t) => {
   const dataDir = await tempDir(t);
   const problems = async (env: Record<string, string>) =>
