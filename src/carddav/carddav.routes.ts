@@ -2,7 +2,7 @@ import { TextDecoder } from 'node:util';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { namesTag } from '../../plugins/http/conditional.js';
 import { Unauthorized } from '../../plugins/http/errors.js';
-import { cardChanges, SyncTokenRefused, bookSyncToken } from '../contacts/card-sync.service.js';
+import { bookSyncToken, cardChanges, SyncLimitTooLow, SyncTokenRefused } from '../contacts/card-sync.service.js';
 import {
   CardRefused,
   CardWriteRefused,
@@ -362,6 +362,9 @@ async function syncCollection({ app, request, reply, userId, resource }: DavCont
     changes = await cardChanges(app, userId, token, limitOf(body, DAV));
   } catch (error) {
     if (error instanceof SyncTokenRefused) throw new DavError(403, error.message, { ns: DAV, name: 'valid-sync-token' });
+    if (error instanceof SyncLimitTooLow) {
+      throw new DavError(507, 'The limit of 0 holds none of the changes waiting: ask for at least 1', { ns: DAV, name: 'number-of-matches-within-limits' });
+    }
     throw error;
   }
   const responses = [
