@@ -242,8 +242,10 @@ export function rewriteCard(text: string, before: Contact, written: WrittenField
   }
   if (written.phone !== undefined && written.phone !== null) {
     const at = before.phone === null ? -1 : lines.findIndex((line) => line.name === 'TEL' && phoneOf(line.value) === before.phone);
-    const asUri = at >= 0 ? /^tel:/i.test(lines[at]!.value.trim()) : true;
-    replaceOrAdd(at, at >= 0 ? lines[at]!.prefix : 'TEL;VALUE=uri', `${asUri ? 'tel:' : ''}${written.phone}`);
+    // A new TEL in the card's own version: vCard 3.0 (RFC 2426 §3.3.1) has no tel: URI value.
+    const version3 = lines.find((line) => line.name === 'VERSION')?.value.trim() === '3.0';
+    const asUri = at >= 0 ? /^tel:/i.test(lines[at]!.value.trim()) : !version3;
+    replaceOrAdd(at, at >= 0 ? lines[at]!.prefix : asUri ? 'TEL;VALUE=uri' : 'TEL', `${asUri ? 'tel:' : ''}${written.phone}`);
   }
   if (written.birthday !== undefined && written.birthday !== null) {
     const at = before.birthday === null ? -1 : lines.findIndex((line) => line.name === 'BDAY' && birthdayOf(line.value, today) === before.birthday);
