@@ -16,6 +16,7 @@ import workerPoolPlugin from '../plugins/worker-pool.js';
 import { findTokenCutOff } from './auth/auth.repository.js';
 import { authHandlers } from './auth/auth.routes.js';
 import { carddavRoutes } from './carddav/carddav.routes.js';
+import { withDavFrameworkErrors } from './carddav/errors.js';
 import { avatarsHandlers } from './avatars/avatars.routes.js';
 import { contactsHandlers } from './contacts/contacts.routes.js';
 import { declareTransferMetrics } from './contacts/transfer.service.js';
@@ -64,6 +65,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
       },
     },
     ...httpServerOptions,
+    frameworkErrors: withDavFrameworkErrors(httpServerOptions.frameworkErrors),
     trustProxy: config.trustProxy,
     // A first start on the embedded default creates the database (initdb, then migrations), which can outlast the 10 s default.
     pluginTimeout: 120_000,

@@ -1,4 +1,5 @@
 import { type CardLine, cardText, componentsOf, parseCard, unescapeValue } from '../contacts/formats/card.js';
+import { shortened } from './errors.js';
 import { CARDDAV, child, children, type XmlElement } from './xml.js';
 
 /*
@@ -31,6 +32,11 @@ export class FilterRefused extends Error {
   }
 }
 
+/** Bounds on a filter's size: each card is tested against all of it (docs/carddav.md). */
+export const MAX_PROP_FILTERS = 32;
+export const MAX_TEXT_MATCHES = 64;
+export const MAX_TEXT_MATCH_CHARS = 1024;
+
 const FILTERED_PROPERTIES = new Set(['FN', 'N', 'EMAIL', 'TEL', 'NICKNAME', 'ORG', 'UID']);
 const MATCH_TYPES = new Set(['equals', 'contains', 'starts-with', 'ends-with']);
 const COLLATIONS = new Set(['i;unicode-casemap', 'i;ascii-casemap', 'i;octet']);
@@ -48,18 +54,19 @@ function fold(value: string, collation: string): string {
 
 function textMatch(element: XmlElement): TextMatch {
   const matchType = element.attributes['match-type'] ?? 'contains';
-  if (!MATCH_TYPES.has(matchType)) throw new FilterRefused('supported-filter', `match-type '${matchType}' is not supported`);
+  if (!MATCH_TYPES.has(matchType)) throw new FilterRefused('supported-filter', `match-type '${shortened(matchType)}' is not supported`);
   const collation = element.attributes.collation ?? 'i;unicode-casemap';
-  if (!COLLATIONS.has(collation)) throw new FilterRefused('supported-collation', `collation '${collation}' is not supported`);
+  if (!COLLATIONS.has(collation)) throw new FilterRefused('supported-collation', `collation '${shortened(collation)}' is not supported`);
+  if (element.text.length > MAX_TEXT_MATCH_CHARS) throw new FilterRefused('supported-filter', `A text-match holds ${element.text.length} characters: at most ${MAX_TEXT_MATCH_CHARS}`);
   return { value: element.text, matchType, collation, negate: element.attributes['negate-condition'] === 'yes' };
 }
 
 function propFilter(element: XmlElement): PropFilter {
   const name = (element.attributes.name ?? '').toUpperCase();
-  if (!FILTERED_PROPERTIES.has(name)) throw new FilterRefused('supported-filter', `prop-filter on '${name}' is not supported`);
+  if (!FILTERED_PROPERTIES.has(name)) throw new FilterRefused('supported-filter', `prop-filter on '${shortened(name)}' is not supported`);
   for (const part of element.children) {
     if (part.ns !== CARDDAV || (part.name !== 'text-match' && part.name !== 'is-not-defined')) {
-      throw new FilterRefused('supported-filter', `${part.name} is not supported in a prop-filter`);
+      throw new FilterRefused('supported-filter', `${shortened(part.name)} is not supported in a prop-filter`);
     }
   }
   return {
@@ -103,9 +110,13 @@ function propMatches(lines: CardLine[], filter: PropFilter): boolean {
 export function compileFilter(filter: XmlElement | undefined): CardFilter {
   if (!filter) return () => true;
   for (const part of filter.children) {
-    if (part.ns !== CARDDAV || part.name !== 'prop-filter') throw new FilterRefused('supported-filter', `${part.name} is not supported in a filter`);
+    if (part.ns !== CARDDAV || part.name !== 'prop-filter') throw new FilterRefused('supported-filter', `${shortened(part.name)} is not supported in a filter`);
   }
-  const filters = children(filter, CARDDAV, 'prop-filter').map(propFilter);
+  const parts = children(filter, CARDDAV, 'prop-filter');
+  if (parts.length > MAX_PROP_FILTERS) throw new FilterRefused('supported-filter', `The filter holds ${parts.length} prop-filters: at most ${MAX_PROP_FILTERS}`);
+  const matchCount = parts.reduce((sum, part) => sum + children(part, CARDDAV, 'text-match').length, 0);
+  if (matchCount > MAX_TEXT_MATCHES) throw new FilterRefused('supported-filter', `The filter holds ${matchCount} text-matches: at most ${MAX_TEXT_MATCHES}`);
+  const filters = parts.map(propFilter);
   const allOf = filter.attributes.test === 'allof';
   if (filters.length === 0) return () => true;
   return (text) => {

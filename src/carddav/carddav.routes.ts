@@ -1,8 +1,9 @@
+import { METHODS } from 'node:http';
 import { TextDecoder } from 'node:util';
-import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { namesTag } from '../../plugins/http/conditional.js';
 import { Unauthorized } from '../../plugins/http/errors.js';
-import { cardChanges, SyncTokenRefused, bookSyncToken } from '../contacts/card-sync.service.js';
+import { bookSyncToken, cardChanges, SyncLimitTooLow, SyncTokenRefused } from '../contacts/card-sync.service.js';
 import {
   CardRefused,
   CardWriteRefused,
@@ -17,9 +18,10 @@ import {
 import { findUserById } from '../users/users.repository.js';
 import { verifyAppPassword } from '../users/app-passwords.service.js';
 import { compileFilter, FilterRefused } from './address-data.js';
-import { davErrorHandler, DavError, sendDavError } from './errors.js';
+import { davErrorHandler, DavError, sendDavError, shortened } from './errors.js';
 import {
   bookProperties,
+  boundedNames,
   cardResponse,
   homeProperties,
   key,
@@ -35,7 +37,7 @@ import {
   truncatedResponse,
   type UserContext,
 } from './multistatus.js';
-import { ALLOWED, cardNameOfHref, davSegments, hrefOf, hrefs, isOwnSpace, kindByShape, type Resource, resolve } from './resources.js';
+import { ALLOWED, cardNameOfHref, davSegments, hasControlCharacter, hrefOf, hrefs, isOwnSpace, kindByShape, type Resource, resolve } from './resources.js';
 import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError } from './xml.js';
 
 /*
@@ -52,11 +54,17 @@ declare module 'fastify' {
   }
 }
 
-/** WebDAV methods Fastify 5 routes only once told of them. */
-const WEBDAV_METHODS = ['PROPFIND', 'PROPPATCH', 'REPORT', 'MKCOL', 'COPY', 'MOVE', 'LOCK', 'UNLOCK', 'ACL'];
-const ROUTED_METHODS = ['GET', 'HEAD', 'PUT', 'DELETE', 'POST', 'PATCH', 'OPTIONS', ...WEBDAV_METHODS] as HTTPMethods[];
+/**
+ * Methods Fastify 5 routes only once told of them: every one Node's HTTP parser reads (so that one
+ * the face does not serve is 405 or 404 like the others), but CONNECT, which never reaches routes.
+ */
+const EXTRA_METHODS = METHODS.filter((method) => method !== 'CONNECT');
+/** What the well-known URI answers (RFC 6764 §5); any other method is 405. */
+const WELL_KNOWN_ALLOWED = ['OPTIONS', 'GET', 'HEAD', 'PROPFIND'];
 const BASIC_CHALLENGE = 'Basic realm="contacts", charset="UTF-8"';
 const MAX_CARD_OCTETS = 262_144;
+/** A multiget's href is echoed in its response: far above any path of this face, far below the body limit. */
+const MAX_HREF_CHARS = 4096;
 const XML_TYPES = new Set(['application/xml', 'text/xml']);
 const CARD_TYPES = new Set(['text/vcard', 'text/x-vcard']);
 const CARD_CONTENT_TYPE = 'text/vcard; charset=utf-8';
@@ -77,7 +85,7 @@ function xmlBody(request: FastifyRequest): XmlElement | null {
   const body = bodyOf(request);
   if (body.length === 0) return null;
   const type = mediaTypeOf(request);
-  if (type !== null && !XML_TYPES.has(type)) throw new DavError(415, `Unsupported Media Type: ${type}`);
+  if (type !== null && !XML_TYPES.has(type)) throw new DavError(415, `Unsupported Media Type: ${shortened(type)}`);
   try {
     return parseXml(utf8.decode(body));
   } catch (error) {
@@ -100,7 +108,8 @@ async function signedInUser(app: FastifyInstance, request: FastifyRequest): Prom
   if (basic) {
     const decoded = Buffer.from(basic[1]!, 'base64').toString('utf8');
     const colon = decoded.indexOf(':');
-    if (colon <= 0) return null;
+    // No account's name or password holds a NUL, which PostgreSQL text cannot hold at all.
+    if (colon <= 0 || decoded.includes('\u0000')) return null;
     return verifyAppPassword(app, decoded.slice(0, colon), decoded.slice(colon + 1));
   }
   if (/^Bearer /i.test(header)) {
@@ -131,7 +140,7 @@ function depthOf(request: FastifyRequest): '0' | '1' | 'infinity' | null {
   if (depth === undefined) return null;
   const value = String(depth).trim().toLowerCase();
   if (value === '0' || value === '1' || value === 'infinity') return value;
-  throw new DavError(400, `Invalid Depth header '${String(depth)}'`);
+  throw new DavError(400, `Invalid Depth header '${shortened(String(depth))}'`);
 }
 
 function multistatus(reply: FastifyReply, body: string): FastifyReply {
@@ -146,23 +155,30 @@ function acceptAnyBody(app: FastifyInstance): void {
 
 /** Registers the CardDAV face: `/.well-known/carddav` and everything under `/dav`. */
 export async function carddavRoutes(app: FastifyInstance): Promise<void> {
-  for (const method of WEBDAV_METHODS) {
+  for (const method of EXTRA_METHODS) {
     if (!app.supportedMethods.includes(method)) app.addHttpMethod(method, { hasBody: true });
   }
   await app.register(wellKnown);
   await app.register(dav, { prefix: '/dav' });
 }
 
-/** RFC 6764 §5: the well-known URI redirects to the DAV root, with or without credentials, unlimited. */
+/**
+ * RFC 6764 §5: the well-known URI redirects to the DAV root, with or without credentials, unlimited.
+ * It belongs to the DAV face, so every method routes here and its errors are `D:error` bodies too.
+ */
 async function wellKnown(app: FastifyInstance): Promise<void> {
   app.setErrorHandler(davErrorHandler);
   acceptAnyBody(app);
   app.route({
-    method: ['GET', 'HEAD', 'PROPFIND'],
+    method: app.supportedMethods,
     url: '/.well-known/carddav',
     exposeHeadRoute: false,
     config: { cors: false },
-    handler: async (_request, reply) => reply.code(301).header('Location', '/dav/').send(),
+    handler: async (request, reply) => {
+      if (request.method === 'OPTIONS') return reply.code(200).header('Allow', WELL_KNOWN_ALLOWED.join(', ')).send();
+      if (!WELL_KNOWN_ALLOWED.includes(request.method)) throw methodNotAllowed(WELL_KNOWN_ALLOWED);
+      return reply.code(301).header('Location', '/dav/').send();
+    },
   });
 }
 
@@ -182,6 +198,7 @@ async function dav(app: FastifyInstance): Promise<void> {
 
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const segments = davSegments(request.url);
+    if (segments?.some(hasControlCharacter)) throw new DavError(400, 'Invalid path: a segment holds a control character');
     if (request.method === 'OPTIONS') {
       const kind = segments && kindByShape(segments);
       return reply.code(200).header('DAV', '1, 3, addressbook').header('Allow', ALLOWED[kind ?? 'other'].join(', ')).send();
@@ -213,11 +230,15 @@ async function dav(app: FastifyInstance): Promise<void> {
         if (resource.kind === 'card') return deleteCardRoute(context, resource.name);
         break;
     }
+    // RFC 9110 §15.5.6: 405 names a resource that exists; a card that does not is 404 (MKCOL: above).
+    if (resource.kind === 'card' && request.method !== 'MKCOL' && !(await findCard(app, userId, resource.name))) throw new DavError(404, 'Not Found');
     throw methodNotAllowed(ALLOWED[resource.kind]);
   };
   // No CORS: WebDAV clients are no browsers, and its OPTIONS is capability discovery, not a preflight.
-  app.route({ method: ROUTED_METHODS, url: '/', exposeHeadRoute: false, config: { cors: false }, handler });
-  app.route({ method: ROUTED_METHODS, url: '/*', exposeHeadRoute: false, config: { cors: false }, handler });
+  // Every method the server parses routes here, so an unrouted one is 405 or 404 like the others.
+  const methods = app.supportedMethods;
+  app.route({ method: methods, url: '/', exposeHeadRoute: false, config: { cors: false }, handler });
+  app.route({ method: methods, url: '/*', exposeHeadRoute: false, config: { cors: false }, handler });
 }
 
 interface DavContext {
@@ -290,9 +311,11 @@ async function propfind(context: DavContext) {
 /** One address book per user, fixed: every property is protected (RFC 4918 §9.2), and nothing changes. */
 async function proppatch({ request, reply, userId, resource }: DavContext) {
   const update = expectRoot(xmlBody(request), DAV, 'propertyupdate');
-  const names = update.children
-    .filter((action) => action.ns === DAV && (action.name === 'set' || action.name === 'remove'))
-    .flatMap((action) => children(action, DAV, 'prop').flatMap((prop) => prop.children.map(({ ns, name }) => ({ ns, name }))));
+  const names = boundedNames(
+    update.children
+      .filter((action) => action.ns === DAV && (action.name === 'set' || action.name === 'remove'))
+      .flatMap((action) => children(action, DAV, 'prop').flatMap((prop) => prop.children.map(({ ns, name }) => ({ ns, name })))),
+  );
   return multistatus(reply, multistatusDocument([protectedResponse(hrefOf(resource, userId), names)]));
 }
 
@@ -308,7 +331,10 @@ async function report(context: DavContext) {
 /** RFC 6352 §8.7: the requested cards, each missing one as its own 404 response (Depth ignored). */
 async function multiget({ app, reply, userId }: DavContext, body: XmlElement) {
   const wanted = propertyRequestOf(body);
-  const requested = children(body, DAV, 'href').map((href) => href.text.trim());
+  // Each href answered once: a repeated one would repeat its card in the answer.
+  const requested = [...new Set(children(body, DAV, 'href').map((href) => href.text.trim()))];
+  const tooLong = requested.find((href) => href.length > MAX_HREF_CHARS);
+  if (tooLong !== undefined) throw new DavError(400, `An href holds ${tooLong.length} characters: at most ${MAX_HREF_CHARS}`);
   const names = requested.map((href) => cardNameOfHref(href, userId));
   const found = new Map((await findCards(app, userId, names.filter((name): name is string => name !== null))).map((card) => [card.name, card]));
   return multistatus(
@@ -362,6 +388,9 @@ async function syncCollection({ app, request, reply, userId, resource }: DavCont
     changes = await cardChanges(app, userId, token, limitOf(body, DAV));
   } catch (error) {
     if (error instanceof SyncTokenRefused) throw new DavError(403, error.message, { ns: DAV, name: 'valid-sync-token' });
+    if (error instanceof SyncLimitTooLow) {
+      throw new DavError(507, 'The limit of 0 holds none of the changes waiting: ask for at least 1', { ns: DAV, name: 'number-of-matches-within-limits' });
+    }
     throw error;
   }
   const responses = [
@@ -387,7 +416,7 @@ async function getCard({ app, request, reply, userId }: DavContext, name: string
 /** 415 unless the body is declared a vCard (`text/vcard` or `text/x-vcard`, parameters allowed). */
 function checkCardType(request: FastifyRequest): void {
   const type = mediaTypeOf(request);
-  if (type === null || !CARD_TYPES.has(type)) throw new DavError(415, `Unsupported Media Type: ${type ?? 'none'}`);
+  if (type === null || !CARD_TYPES.has(type)) throw new DavError(415, `Unsupported Media Type: ${type === null ? 'none' : shortened(type)}`);
 }
 
 async function putCardRoute({ app, request, reply, userId }: DavContext, name: string) {

@@ -21,6 +21,14 @@ export class DavError extends Error {
 }
 
 export const XML_TYPE = 'application/xml; charset=utf-8';
+
+const QUOTED_MAX_CHARS = 64;
+
+/** A client's value as a sentence quotes it: at most 64 characters, so an error body stays small. */
+export function shortened(value: string): string {
+  const chars = [...value];
+  return chars.length > QUOTED_MAX_CHARS ? `${chars.slice(0, QUOTED_MAX_CHARS).join('')}…` : value;
+}
 const DATABASE_RETRY_AFTER_S = 5;
 
 /** A `D:error` body holding the condition element (if any) and an `X:detail` with the sentence. */
@@ -37,6 +45,26 @@ export function errorBody(detail: string, condition?: Condition): string {
 /** Sends `error` as an XML `D:error` answer. */
 export function sendDavError(reply: FastifyReply, error: DavError): FastifyReply {
   return reply.code(error.statusCode).headers(error.headers).type(XML_TYPE).send(errorBody(error.message, error.condition));
+}
+
+/** Whether a request URL is the CardDAV face's (`/dav`, `/dav/…`, `/.well-known/carddav`). */
+function isDavUrl(url: string): boolean {
+  const path = url.split('?', 1)[0]!;
+  return path === '/dav' || path.startsWith('/dav/') || path === '/.well-known/carddav';
+}
+
+type FrameworkErrors = (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => void;
+
+/**
+ * Fastify's `frameworkErrors` (errors before routing, such as a URL that does not percent-decode)
+ * answering the CardDAV face's URLs with a `D:error`, and every other URL as `fallback` does.
+ */
+export function withDavFrameworkErrors(fallback: FrameworkErrors): FrameworkErrors {
+  return (error, request, reply) => {
+    if (!isDavUrl(request.url)) return fallback(error, request, reply);
+    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+    void sendDavError(reply, new DavError(status, error.code === 'FST_ERR_BAD_URL' ? 'Malformed URL' : error.message));
+  };
 }
 
 const FRAMEWORK_ANSWERS: Record<string, { status: number; detail: string }> = {

@@ -1,4 +1,5 @@
 import { filterCardProperties } from './address-data.js';
+import { DavError } from './errors.js';
 import type { StoredCard } from '../contacts/cards.service.js';
 import { CALENDARSERVER, CARDDAV, DAV, type PropertyName, qualified, xmlDocument, type XmlElement, type XmlNode, type XmlValue, xmlText } from './xml.js';
 
@@ -28,15 +29,32 @@ export interface RequestedProperty extends PropertyName {
 export const key = ({ ns, name }: PropertyName): string => `${ns} ${name}`;
 const STATUS = { 200: 'HTTP/1.1 200 OK', 403: 'HTTP/1.1 403 Forbidden', 404: 'HTTP/1.1 404 Not Found', 507: 'HTTP/1.1 507 Insufficient Storage' };
 
-/** The properties a `D:prop` element names, each once. */
-export function requestedProperties(prop: XmlElement): RequestedProperty[] {
+/**
+ * Bounds on the names a request may list: each is echoed in every response of a multistatus (a
+ * missing one in a 404 propstat), so a Depth 1 listing multiplies them by the cards of the book.
+ */
+export const MAX_PROPERTIES = 100;
+export const MAX_PROPERTY_NAME_CHARS = 4096;
+
+/** Each name once; 400 past MAX_PROPERTIES names, or names and namespaces over MAX_PROPERTY_NAME_CHARS characters together. */
+export function boundedNames<T extends PropertyName>(names: readonly T[]): T[] {
   const seen = new Set<string>();
-  return prop.children.flatMap((requested): RequestedProperty[] => {
-    if (seen.has(key(requested))) return [];
-    seen.add(key(requested));
-    if (requested.ns !== CARDDAV || requested.name !== 'address-data') return [{ ns: requested.ns, name: requested.name }];
+  const distinct = names.filter((name) => !seen.has(key(name)) && seen.add(key(name)));
+  if (distinct.length > MAX_PROPERTIES) throw new DavError(400, `The request names ${distinct.length} properties: at most ${MAX_PROPERTIES}`);
+  const chars = distinct.reduce((sum, { ns, name }) => sum + ns.length + name.length, 0);
+  if (chars > MAX_PROPERTY_NAME_CHARS) {
+    throw new DavError(400, `The property names and namespaces of the request hold ${chars} characters: at most ${MAX_PROPERTY_NAME_CHARS}`);
+  }
+  return distinct;
+}
+
+/** The properties a `D:prop` element names, each once (bounded: boundedNames). */
+export function requestedProperties(prop: XmlElement): RequestedProperty[] {
+  return boundedNames(prop.children).map((requested): RequestedProperty => {
+    if (requested.ns !== CARDDAV || requested.name !== 'address-data') return { ns: requested.ns, name: requested.name };
     const names = requested.children.filter((c) => c.ns === CARDDAV && c.name === 'prop').map((c) => (c.attributes.name ?? '').toUpperCase());
-    return [{ ns: requested.ns, name: requested.name, ...(names.length > 0 ? { cardProperties: names } : {}) }];
+    if (names.length > MAX_PROPERTIES) throw new DavError(400, `address-data names ${names.length} vCard properties: at most ${MAX_PROPERTIES}`);
+    return { ns: requested.ns, name: requested.name, ...(names.length > 0 ? { cardProperties: names } : {}) };
   });
 }
 

@@ -39,9 +39,18 @@ export function kindByShape(segments: readonly string[]): ResourceKind | null {
   return segments.length === 4 && isCardName(segments[3]!) ? 'card' : null;
 }
 
+/** C0 controls and DEL: no name holds one (PostgreSQL text cannot hold NUL at all). */
+// eslint-disable-next-line no-control-regex -- these are exactly the characters to find
+const CONTROL = /[\u0000-\u001F\u007F]/;
+
+/** Whether a decoded path segment holds a control character (the face answers 400). */
+export function hasControlCharacter(segment: string): boolean {
+  return CONTROL.test(segment);
+}
+
 function isCardName(name: string): boolean {
   const octets = Buffer.byteLength(name);
-  return octets >= 1 && octets <= MAX_NAME_OCTETS && name !== '.' && name !== '..';
+  return octets >= 1 && octets <= MAX_NAME_OCTETS && name !== '.' && name !== '..' && !hasControlCharacter(name);
 }
 
 /** The resource `segments` name for user `userId`, or null (a path of no resource, or of another user: 404). */

@@ -49,6 +49,7 @@ export function parseXml(text: string): XmlElement {
     const { uri, local, attributes } = tag as sax.QualifiedTag;
     const element: XmlElement = { ns: uri, name: local, attributes: {}, children: [], text: '' };
     for (const attribute of Object.values(attributes)) {
+      if (NOT_XML_CHAR.test(attribute.value)) throw new XmlError('Malformed XML body: a character XML cannot hold');
       if (attribute.prefix !== 'xmlns' && attribute.name !== 'xmlns') element.attributes[attribute.local] = attribute.value;
     }
     if (stack.length >= MAX_DEPTH) throw new XmlError('Malformed XML body: nested too deeply');
@@ -58,7 +59,9 @@ export function parseXml(text: string): XmlElement {
     stack.push(element);
   };
   parser.onclosetag = () => void stack.pop();
+  // sax lets control characters (raw, or as `&#0;`) through; XML 1.0 §2.2 has none of them.
   const onText = (value: string) => {
+    if (NOT_XML_CHAR.test(value)) throw new XmlError('Malformed XML body: a character XML cannot hold');
     if (stack.length > 0) stack[stack.length - 1]!.text += value;
   };
   parser.ontext = onText;
@@ -100,6 +103,8 @@ const builder = new XMLBuilder({ ignoreAttributes: false, attributeNamePrefix: '
 // eslint-disable-next-line no-control-regex -- these are exactly the characters to find
 const NOT_XML = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
+const NOT_XML_CHAR = new RegExp(NOT_XML.source);
+
 /** Text as XML can hold it: a character it cannot is replaced by U+FFFD. */
 export function xmlText(value: string): string {
   return value.replace(NOT_XML, '\uFFFD');
@@ -118,5 +123,7 @@ export function xmlDocument(ns: string, name: string, content: XmlNode): string 
 export function qualified({ ns, name }: PropertyName, index: number): { key: string; declaration: XmlNode } {
   const prefix = PREFIXES[ns];
   if (prefix) return { key: `${prefix}:${name}`, declaration: {} };
+  // No namespace: unprefixed (no default namespace is declared), as no prefix may be bound to "".
+  if (ns === '') return { key: name, declaration: {} };
   return { key: `N${index}:${name}`, declaration: { [`@xmlns:N${index}`]: ns } };
 }

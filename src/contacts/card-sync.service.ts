@@ -2,6 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { cardsByIds, listCardsWithText, type StoredCard } from './cards.service.js';
 import { derivedCardName } from './cards.js';
+import { purgeTombstones } from './sync.service.js';
 import * as repository from './sync.repository.js';
 
 /*
@@ -12,8 +13,13 @@ import * as repository from './sync.repository.js';
  * the cluster moves): it is L + 1, where L is the transaction of the owner's latest visible change,
  * lowered to the oldest running transaction that could still commit a change of this database
  * below it. Every transaction below that frontier has finished or can write nothing here, so it is
- * a valid frontier; in a quiet book it is L + 1, which only the owner's next change moves. With the
- * time of that change, signed, it is the token: the same text for the same state.
+ * a valid frontier; in a quiet book it is L + 1, which only the owner's next change moves. Signed,
+ * it is the token: the same text for the same state.
+ *
+ * A token is refused as expired only when a tombstone it would have to report is gone: a purge
+ * (after SYNC_TOMBSTONE_DAYS and a day) records per owner the newest change it forgot, and a token
+ * whose frontier is at or below that cannot be answered. A token's age alone decides nothing: a
+ * quiet book hands out the same token for months, and the one just handed out must work.
  *
  * Which running transactions can write here: each one holding a lock on a relation of this
  * database (a writer of a table holds one from its first write to its end), found in pg_locks
@@ -26,18 +32,20 @@ type CardSyncDeps = Pick<FastifyInstance, 'db' | 'cache' | 'config' | 'now'>;
 
 const PREFIX = 'urn:contacts-service:sync:';
 const MAC_BYTES = 16;
-const DAY_MS = 86_400_000;
 
-/** Where a client stands: the frontier, the time of the change it was taken after, and, mid-round, how far the round got. */
+/** Where a client stands: the frontier and, mid-round, how far the round got. */
 type TokenState =
   /** A book state: every change from frontier `f` on is new to the holder. */
-  | { f: string; t: number }
+  | { f: string }
   /** Mid-way through the first listing, after contact `a`; the rounds after it start at `f`. */
-  | { f: string; t: number; a: number }
-  /** Mid-way through a round of changes from `f` on, after change (`x`, `i`); the next round starts at `n` (taken at `nt`). */
-  | { f: string; t: number; x: string; i: number; n: string; nt: number };
+  | { f: string; a: number }
+  /** Mid-way through a round of changes from `f` on, after change (`x`, `i`); the next round starts at `n`. */
+  | { f: string; x: string; i: number; n: string };
 
 export class SyncTokenRefused extends Error {}
+
+/** A `D:limit` of 0 while changes wait: no answer within it makes progress (RFC 6578 §3.7). */
+export class SyncLimitTooLow extends Error {}
 
 function mac(secret: string, payload: string): Buffer {
   const key = createHmac('sha256', secret).update('contacts dav sync token').digest();
@@ -65,12 +73,10 @@ function decode(secret: string, ownerId: number, token: string): TokenState | nu
   } catch {
     return null;
   }
-  if (claims.u !== ownerId || !isXid(claims.f) || !isCount(claims.t)) return null;
-  const base = { f: claims.f, t: claims.t };
+  if (claims.u !== ownerId || !isXid(claims.f)) return null;
+  const base = { f: claims.f };
   if ('a' in claims) return isCount(claims.a) ? { ...base, a: claims.a } : null;
-  if ('x' in claims) {
-    return isXid(claims.x) && isCount(claims.i) && isXid(claims.n) && isCount(claims.nt) ? { ...base, x: claims.x, i: claims.i, n: claims.n, nt: claims.nt } : null;
-  }
+  if ('x' in claims) return isXid(claims.x) && isCount(claims.i) && isXid(claims.n) ? { ...base, x: claims.x, i: claims.i, n: claims.n } : null;
   return base;
 }
 
@@ -83,11 +89,11 @@ function fullXid(xid: string, next: bigint): bigint {
 }
 
 /** The book's state now, as a token state. */
-async function currentState(deps: CardSyncDeps, ownerId: number): Promise<{ f: string; t: number }> {
+async function currentState(deps: CardSyncDeps, ownerId: number): Promise<{ f: string }> {
   let state = await repository.bookState(deps.db, ownerId);
-  if (state.latestXid === null) return { f: '0', t: 0 };
+  if (state.latestXid === null) return { f: '0' };
   const next = BigInt(state.latestXid) + 1n;
-  if (BigInt(state.xmin) >= next) return { f: next.toString(), t: state.latestAt ?? 0 };
+  if (BigInt(state.xmin) >= next) return { f: next.toString() };
   // Some transaction below L + 1 still runs: it holds the frontier back only if it can write here.
   const writers = await repository.localWriters(deps.db);
   state = await repository.bookState(deps.db, ownerId);
@@ -96,7 +102,7 @@ async function currentState(deps: CardSyncDeps, ownerId: number): Promise<{ f: s
   const latest = BigInt(state.latestXid ?? '0') + 1n;
   const blocking = state.running.map(BigInt).filter((xid) => xid < latest && (xid >= scanned || local.has(xid)));
   const frontier = blocking.reduce((lowest, xid) => (xid < lowest ? xid : lowest), latest);
-  return { f: frontier.toString(), t: state.latestAt ?? 0 };
+  return { f: frontier.toString() };
 }
 
 /** The book's `D:sync-token` (and `CS:getctag`) now. */
@@ -114,8 +120,8 @@ export interface CardChanges {
 
 /**
  * The owner's changes since `token` (every card for an empty one), at most `limit` (none: all), in
- * the order they were made. SyncTokenRefused for a token that is malformed, another user's, or older
- * than the tombstones (SYNC_TOMBSTONE_DAYS) unless nothing changed since.
+ * the order they were made. SyncTokenRefused for a token that is malformed, another user's, or
+ * below the purged tombstones; SyncLimitTooLow for a limit of 0 while changes wait.
  */
 export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: string, limit: number | null): Promise<CardChanges> {
   const secret = deps.config.jwtSecret;
@@ -129,18 +135,22 @@ export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: st
   if (token === currentToken) return { changed: [], removed: [], token: currentToken, truncated: false };
   const state = decode(secret, ownerId, token);
   if (!state) throw new SyncTokenRefused('Invalid sync token');
-  if (now - state.t > deps.config.syncTombstoneDays * DAY_MS) throw new SyncTokenRefused('Sync token expired; start a full sync');
+  await purgeTombstones(deps, now);
   if ('a' in state) return firstListing(deps, ownerId, state, max, state.a);
-  const round = 'x' in state ? { next: { f: state.n, t: state.nt }, after: { xid: state.x, id: state.i } } : { next: current, after: null };
+  const round = 'x' in state ? { next: { f: state.n }, after: { xid: state.x, id: state.i } } : { next: current, after: null };
   const changes = await repository.changesSince(deps.db, ownerId, state.f, round.after, max === Number.MAX_SAFE_INTEGER ? max : max + 1);
+  // Read after the changes: a purge that took a tombstone from under that read is seen here.
+  const horizon = await repository.purgedHorizon(deps.db, ownerId);
+  if (horizon !== null && BigInt(horizon) >= BigInt(state.f)) throw new SyncTokenRefused('Sync token expired: deletions since it was handed out are forgotten; start a full sync');
   const page = changes.slice(0, max);
   const truncated = changes.length > max;
+  if (truncated && page.length === 0) throw new SyncLimitTooLow();
   const writtenIds = page.filter((change) => !change.deleted).map((change) => change.id);
   const byId = new Map((await cards(writtenIds)).map((card) => [card.id, card]));
   // In the order the changes were made; one deleted since it was read is told by the next round.
   const written = writtenIds.flatMap((id) => byId.get(id) ?? []);
   const last = page.at(-1);
-  const next: TokenState = truncated && last ? { f: state.f, t: state.t, x: last.xid, i: last.id, n: round.next.f, nt: round.next.t } : round.next;
+  const next: TokenState = truncated && last ? { f: state.f, x: last.xid, i: last.id, n: round.next.f } : round.next;
   return {
     changed: written,
     removed: page.filter((change) => change.deleted).map((change) => change.card_name ?? derivedCardName(change.id)),
@@ -150,10 +160,11 @@ export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: st
 }
 
 /** Every card after contact `afterId`, at most `max`; the rounds after it start at `from`. */
-async function firstListing(deps: CardSyncDeps, ownerId: number, from: { f: string; t: number }, max: number, afterId: number): Promise<CardChanges> {
+async function firstListing(deps: CardSyncDeps, ownerId: number, from: { f: string }, max: number, afterId: number): Promise<CardChanges> {
   const listed = await listCardsWithText(deps, ownerId, afterId, max === Number.MAX_SAFE_INTEGER ? max : max + 1);
   const changed = listed.slice(0, max);
   const truncated = listed.length > max;
-  const next: TokenState = truncated ? { f: from.f, t: from.t, a: changed.at(-1)!.id } : { f: from.f, t: from.t };
+  if (truncated && changed.length === 0) throw new SyncLimitTooLow();
+  const next: TokenState = truncated ? { f: from.f, a: changed.at(-1)!.id } : { f: from.f };
   return { changed, removed: [], token: encode(deps.config.jwtSecret, ownerId, next), truncated };
 }

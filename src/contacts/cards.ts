@@ -29,6 +29,8 @@ const E164 = /^\+[1-9][0-9]{6,14}$/;
 const EMAIL = addFormats.default.get('email', 'full') as RegExp;
 const EMAIL_MAX = 254;
 const NAME_MAX = 50;
+/** A UID is unique per owner by a btree index, whose entries hold at most about 2.7 kB. */
+const UID_MAX_OCTETS = 1024;
 const EARLIEST_BIRTHDAY = '1900-01-01';
 const ADDITIONAL_DATA_MAX_BYTES = 16 * 1024;
 const UUID = /^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-([0-9a-f]{4})-([0-9a-f]{12})$/;
@@ -164,9 +166,11 @@ function namesOf(card: Card): { first_name: string; last_name: string } {
 
 /**
  * Reads a card a client PUT: exactly one vCard 3.0 or 4.0 with a UID and a name, each name part at
- * most 50 characters. Throws CardRefused otherwise. `now` decides which birthdays are in the past.
+ * most 50 characters, a UID of at most 1024 octets, no NUL (PostgreSQL text cannot hold one).
+ * Throws CardRefused otherwise. `now` decides which birthdays are in the past.
  */
 export function readCard(text: string, now: Date): ReadCard {
+  if (text.includes('\u0000')) throw new CardRefused('valid-address-data', 'Not one well-formed vCard: it holds a NUL character');
   let card: Card;
   try {
     card = parseCard(text);
@@ -180,6 +184,7 @@ export function readCard(text: string, now: Date): ReadCard {
   if (version !== '3.0' && version !== '4.0') throw new CardRefused('supported-address-data', `vCard version ${version} is not supported (3.0 or 4.0)`);
   const uid = unescapeValue(firstLine(card, 'UID')?.value ?? '').trim();
   if (uid === '') throw new CardRefused('valid-address-data', 'The vCard has no UID');
+  if (Buffer.byteLength(uid) > UID_MAX_OCTETS) throw new CardRefused('valid-address-data', `The UID is longer than ${UID_MAX_OCTETS} octets`);
   const names = namesOf(card);
   if (names.first_name === '' && names.last_name === '') throw new CardRefused('valid-address-data', 'The vCard has no name (FN or N)');
   for (const field of ['first_name', 'last_name'] as const) {
@@ -237,8 +242,10 @@ export function rewriteCard(text: string, before: Contact, written: WrittenField
   }
   if (written.phone !== undefined && written.phone !== null) {
     const at = before.phone === null ? -1 : lines.findIndex((line) => line.name === 'TEL' && phoneOf(line.value) === before.phone);
-    const asUri = at >= 0 ? /^tel:/i.test(lines[at]!.value.trim()) : true;
-    replaceOrAdd(at, at >= 0 ? lines[at]!.prefix : 'TEL;VALUE=uri', `${asUri ? 'tel:' : ''}${written.phone}`);
+    // A new TEL in the card's own version: vCard 3.0 (RFC 2426 §3.3.1) has no tel: URI value.
+    const version3 = lines.find((line) => line.name === 'VERSION')?.value.trim() === '3.0';
+    const asUri = at >= 0 ? /^tel:/i.test(lines[at]!.value.trim()) : !version3;
+    replaceOrAdd(at, at >= 0 ? lines[at]!.prefix : asUri ? 'TEL;VALUE=uri' : 'TEL', `${asUri ? 'tel:' : ''}${written.phone}`);
   }
   if (written.birthday !== undefined && written.birthday !== null) {
     const at = before.birthday === null ? -1 : lines.findIndex((line) => line.name === 'BDAY' && birthdayOf(line.value, today) === before.birthday);

@@ -58,9 +58,23 @@ export function contactsByIds(db: Kysely<Database>, ownerId: number, ids: readon
   return db.selectFrom('contacts').select(CONTACT_COLUMNS).where('owner_id', '=', ownerId).where('id', 'in', ids).execute();
 }
 
-/** Forgets every owner's tombstones older than `before` (by the deleted_at index): tokens that would need them are refused by then. */
+/**
+ * Forgets every owner's tombstones older than `before` (by the deleted_at index), and records per
+ * owner the newest change a purge forgot, in the same statement: a CardDAV token at or below it is
+ * refused (card-sync.service.ts).
+ */
 export async function purgeTombstones(db: Kysely<Database>, before: Date): Promise<void> {
-  await db.deleteFrom('contact_tombstones').where('deleted_at', '<', before).execute();
+  await sql`
+    with purged as (delete from contact_tombstones where deleted_at < ${before} returning owner_id, change_xid)
+    insert into tombstone_horizons (owner_id, purged_xid)
+    select owner_id, max(change_xid) from purged group by owner_id
+    on conflict (owner_id) do update set purged_xid = greatest(tombstone_horizons.purged_xid, excluded.purged_xid)`.execute(db);
+}
+
+/** The newest change of the owner's that a purge forgot, or null when none ever was. */
+export async function purgedHorizon(db: Kysely<Database>, ownerId: number): Promise<string | null> {
+  const row = await db.selectFrom('tombstone_horizons').select(sql<string>`purged_xid::text`.as('xid')).where('owner_id', '=', ownerId).executeTakeFirst();
+  return row?.xid ?? null;
 }
 
 /** Where an owner's book stands: the sync frontier and the owner's latest change (see card-sync.service.ts). */
@@ -71,27 +85,25 @@ export interface BookState {
   running: string[];
   /** The transaction of the owner's latest visible change (a write or a deletion), or null. */
   latestXid: string | null;
-  /** When that change was made (ms), or null. */
-  latestAt: number | null;
 }
 
 /** The owner's book state, from one snapshot: two index lookups of the latest change, and the running transactions. */
 export async function bookState(db: Kysely<Database>, ownerId: number): Promise<BookState> {
-  const { rows } = await sql<{ xmin: string; running: string[]; latest_xid: string | null; latest_at: Date | null }>`
+  const { rows } = await sql<{ xmin: string; running: string[]; latest_xid: string | null }>`
     select pg_snapshot_xmin(snapshot)::text as xmin,
            array(select xip::text from pg_snapshot_xip(snapshot) as xip) as running,
-           latest.xid::text as latest_xid, latest.at as latest_at
+           latest.xid::text as latest_xid
       from pg_current_snapshot() as snapshot
       left join lateral (
-        select xid, at from (
-          (select change_xid as xid, updated_at as at from contacts where owner_id = ${ownerId} order by change_xid desc limit 1)
+        select xid from (
+          (select change_xid as xid from contacts where owner_id = ${ownerId} order by change_xid desc limit 1)
           union all
-          (select change_xid, deleted_at from contact_tombstones where owner_id = ${ownerId} order by change_xid desc limit 1)
+          (select change_xid from contact_tombstones where owner_id = ${ownerId} order by change_xid desc limit 1)
         ) as both_kinds
         order by xid desc limit 1
       ) as latest on true`.execute(db);
   const row = rows[0]!;
-  return { xmin: row.xmin, running: row.running, latestXid: row.latest_xid, latestAt: row.latest_at === null ? null : new Date(row.latest_at).getTime() };
+  return { xmin: row.xmin, running: row.running, latestXid: row.latest_xid };
 }
 
 /** Transactions that may write this database, seen from outside any of them (see card-sync.service.ts). */

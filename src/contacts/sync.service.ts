@@ -31,6 +31,11 @@ const DAY_MS = 86_400_000;
  */
 const PURGE_MARGIN_MS = DAY_MS;
 
+/** Forgets the tombstones past the retention (and its margin), as every sync of either face does. */
+export async function purgeTombstones(deps: SyncDeps, now: number): Promise<void> {
+  await repository.purgeTombstones(deps.db, new Date(now - deps.config.syncTombstoneDays * DAY_MS - PURGE_MARGIN_MS));
+}
+
 /** A page of the owner's changes since `token` (everything without one); see the comment above. */
 export async function syncContacts(deps: SyncDeps, ownerId: number, token: string | undefined, limit: number): Promise<SyncPage> {
   const now = deps.now().getTime();
@@ -42,7 +47,7 @@ export async function syncContacts(deps: SyncDeps, ownerId: number, token: strin
     if (error instanceof SyncTokenError) throw error.expired ? new HttpError(410, error.message) : new BadRequest(error.message);
     throw error;
   }
-  await repository.purgeTombstones(deps.db, new Date(now - retentionMs - PURGE_MARGIN_MS));
+  await purgeTombstones(deps, now);
   const { contacts, deleted, next, hasMore } = state.phase === 'full' ? await fullPage(deps, ownerId, state, limit) : await deltaPage(deps, ownerId, state, limit, now);
   return { contacts, deleted, next_token: encodeSyncToken(deps.config.jwtSecret, ownerId, next), has_more: hasMore };
 }

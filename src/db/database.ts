@@ -56,6 +56,13 @@ interface ContactTombstonesTable {
   card_name: ColumnType<string | null, never, never>;
 }
 
+/** How far an owner's tombstones have been purged (migration 017); written by the purge only. */
+interface TombstoneHorizonsTable {
+  owner_id: number;
+  /** The newest change_xid a purge removed. */
+  purged_xid: string;
+}
+
 /** How many contacts an owner has: the sum of the owner's rows; written by triggers only. */
 interface ContactCountsTable {
   owner_id: ColumnType<number, never, never>;
@@ -86,6 +93,7 @@ export interface Database {
   users: UsersTable;
   contacts: ContactsTable;
   contact_tombstones: ContactTombstonesTable;
+  tombstone_horizons: TombstoneHorizonsTable;
   contact_counts: ContactCountsTable;
   avatars: AvatarsTable;
   app_passwords: AppPasswordsTable;

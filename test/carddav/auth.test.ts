@@ -103,6 +103,40 @@ t.test('missing, malformed or wrong credentials on /dav: 401 with the Basic chal
   }
 });
 
+t.test('authentication comes before anything else: without valid credentials every request that would be 400, 403, 404, 405, 413 or 415 is 401', async (t) => {
+  const own = `/dav/addressbooks/${session.id}/contacts/`;
+  const other = `/dav/addressbooks/${session.id + 1000}/contacts/`;
+  const cases: [string, string, Record<string, string>, string?][] = [
+    ['PROPFIND', `${other}`, { depth: '0' }],
+    ['GET', `${other}card.vcf`, {}],
+    ['DELETE', `${own}missing.vcf`, {}],
+    ['PROPFIND', '/dav/nowhere/at/all', { depth: '0' }],
+    ['GET', `${own}a%00b.vcf`, {}],
+    ['MKCOL', `${own}new/`, {}],
+    ['TRACE', own, {}],
+    ['COPY', `${own}missing.vcf`, {}],
+    ['PROPFIND', own, { depth: 'infinity' }],
+    ['PROPFIND', own, { depth: 'sideways' }],
+    ['PUT', `${own}card.vcf`, { 'content-type': 'text/plain' }, 'not a card'],
+    ['PUT', `${own}card.vcf`, { 'content-type': 'text/vcard' }, 'x'.repeat(2 * 1024 * 1024)],
+    ['REPORT', own, { 'content-type': 'application/xml' }, '<not-xml'],
+    ['REPORT', other, { 'content-type': 'application/xml' }, '<D:sync-collection xmlns:D="DAV:"><D:sync-token>forged</D:sync-token></D:sync-collection>'],
+  ];
+  const { password } = (await makePassword('order')).json();
+  for (const authorization of [undefined, basicAuth(session.username, `${password}x`)]) {
+    for (const [method, url, headers, payload] of cases) {
+      const res = await app.inject({ method: method as 'GET', url, headers: { ...headers, ...(authorization ? { authorization } : {}) }, ...(payload === undefined ? {} : { payload }) });
+      const label = `${method} ${url.slice(0, 60)} ${authorization ? 'wrong password' : 'no credentials'}`;
+      t.equal(res.statusCode, 401, label);
+      t.equal(res.headers['www-authenticate'], CHALLENGE, label);
+      t.equal(res.body, NOT_AUTHENTICATED, label);
+    }
+  }
+  const signedIn = basicAuth(session.username, password);
+  const theirs = await app.inject({ method: 'PROPFIND' as 'GET', url: other, headers: { depth: '0', authorization: signedIn } });
+  t.equal(theirs.statusCode, 404, 'another user\'s book is 404 only once signed in');
+});
+
 t.test('an app password is refused on /api', async (t) => {
   const { password } = (await makePassword('api')).json();
   const res = await app.inject({ method: 'GET', url: '/api/contacts/', headers: { authorization: basicAuth(session.username, password) } });

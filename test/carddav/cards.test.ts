@@ -106,6 +106,28 @@ t.test('the mapping: N else FN split at its last blank; the first usable EMAIL, 
   }
 });
 
+t.test('vCard 3.0 TEL: TEL;TYPE=CELL:+1 555 … maps to the E.164 phone, a REST write replaces it in place, and a new TEL in a 3.0 card is 3.0', async (t) => {
+  const put = await call('PUT', `${book}v3-tel.vcf`, card('v3-tel', 'Three Tel', ['TEL;TYPE=CELL:+1 555 010 0199', 'TEL;TYPE=HOME:+1 555 010 0100']), VCARD);
+  t.equal(put.statusCode, 201);
+  const contact = await contactOf('v3-tel.vcf');
+  t.equal(contact.phone, '+15550100199', 'the first usable TEL, separators dropped');
+  const patched = await rest('PATCH', `/api/contacts/${contact.id}`, { phone: '+15550100222' });
+  t.equal(patched.statusCode, 200);
+  const after = (await call('GET', `${book}v3-tel.vcf`)).body;
+  t.match(after, 'VERSION:3.0\r\n');
+  t.match(after, 'TEL;TYPE=CELL:+15550100222\r\nTEL;TYPE=HOME:+1 555 010 0100\r\n', 'replaced in place, its TYPE kept, no tel: URI');
+  t.equal((await contactOf('v3-tel.vcf')).phone, '+15550100222', 'and read back the same');
+
+  await call('PUT', `${book}v3-none.vcf`, card('v3-none', 'Three None'), VCARD);
+  const bare = await contactOf('v3-none.vcf');
+  t.equal(bare.phone, null);
+  await rest('PATCH', `/api/contacts/${bare.id}`, { phone: '+15550100333' });
+  const added = (await call('GET', `${book}v3-none.vcf`)).body;
+  t.match(added, 'TEL:+15550100333\r\nEND:VCARD', 'a 3.0 phone-number value');
+  t.notMatch(added, 'VALUE=uri', 'no 4.0 URI value in a 3.0 card');
+  t.equal((await contactOf('v3-none.vcf')).phone, '+15550100333');
+});
+
 t.test('a duplicate e-mail is no refusal: the card is stored whole, its contact gets the first free address or null', async (t) => {
   await rest('POST', '/api/contacts/', contactBody({ email: 'taken@example.com' }));
   const put = await call('PUT', `${book}dup.vcf`, card('dup', 'Dup Licate', ['EMAIL:TAKEN@example.com', 'EMAIL:free@example.com']), VCARD);

@@ -221,6 +221,43 @@ t.test('a method the resource does not list is 405 with Allow, and changes nothi
   t.equal((await call('GET', `${book}one.vcf`)).statusCode, 200, 'the card is still there');
 });
 
+t.test('RFC 9110: 405 names a resource that exists, for every method the server parses; a missing card is 404 for a method it does not list', async (t) => {
+  for (const method of ['TRACE', 'SEARCH', 'PURGE', 'MKCALENDAR', 'LINK', 'COPY', 'PATCH']) {
+    const existing = await call(method, `${book}one.vcf`);
+    t.equal(existing.statusCode, 405, `${method} on a card`);
+    t.equal(existing.headers.allow, 'OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND');
+    t.match(existing.body, '<X:detail>Method Not Allowed</X:detail>');
+    const onBook = await call(method, book);
+    t.equal(onBook.statusCode, 405, `${method} on the book`);
+    t.equal(onBook.headers.allow, 'OPTIONS, PROPFIND, REPORT');
+    const missing = await call(method, `${book}missing.vcf`);
+    t.equal(missing.statusCode, 404, `${method} on a missing card`);
+    t.equal(missing.headers.allow, undefined);
+    t.match(missing.body, '<X:detail>Not Found</X:detail>');
+  }
+  for (const method of ['PROPPATCH', 'REPORT', 'MOVE', 'LOCK']) {
+    t.equal((await call(method, `${book}missing.vcf`, undefined, { depth: '0' })).statusCode, 404, `${method} on a missing card`);
+  }
+  const mkcol = await call('MKCOL', `${book}missing.vcf`);
+  t.equal(mkcol.statusCode, 405, 'MKCOL in the caller\'s own space stays 405: no collection can be made there');
+});
+
+t.test('/.well-known/carddav belongs to the DAV face: OPTIONS lists its methods, any other method is 405 D:error with Allow', async (t) => {
+  const options = await app.inject({ method: 'OPTIONS', url: '/.well-known/carddav' });
+  t.equal(options.statusCode, 200);
+  t.equal(options.headers.allow, 'OPTIONS, GET, HEAD, PROPFIND');
+  for (const method of ['POST', 'PUT', 'DELETE', 'PATCH', 'MKCOL', 'REPORT', 'TRACE', 'SEARCH']) {
+    const res = await app.inject({ method: method as 'GET', url: '/.well-known/carddav' });
+    t.equal(res.statusCode, 405, method);
+    t.equal(res.headers.allow, 'OPTIONS, GET, HEAD, PROPFIND');
+    t.equal(res.headers['content-type'], XML);
+    t.match(res.body, '<X:detail>Method Not Allowed</X:detail></D:error>');
+  }
+  const elsewhere = await app.inject({ method: 'GET', url: '/.well-known/carddav-not' });
+  t.equal(elsewhere.statusCode, 404, 'another well-known name is no DAV path: the REST 404');
+  t.equal(elsewhere.headers['content-type'], 'application/json; charset=utf-8');
+});
+
 t.test('with CORS on, OPTIONS under /dav is still WebDAV discovery; elsewhere a non-preflight OPTIONS stays unrouted', async (t) => {
   const cors = await buildContactsApp(t, { env: { CORS_ORIGINS: 'https://app.example' } });
   const dav = await cors.inject({ method: 'OPTIONS', url: '/dav/' });

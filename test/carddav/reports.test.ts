@@ -232,21 +232,55 @@ t.test('sync-collection refusals: a malformed, tampered or another user\'s token
   t.equal(depth.statusCode, 400);
 });
 
-t.test('a token older than the tombstones is 403 valid-sync-token, unless nothing changed since', async (t) => {
+t.test('a token is refused only once a deletion it must report is forgotten: one just handed out always works, however long the book was quiet', async (t) => {
   let clock = new Date();
   const aged = await buildContactsApp(t, { now: () => clock, env: { SYNC_TOMBSTONE_DAYS: '1' } });
   const owner = await davUser(aged);
   const dav = davAs(aged, owner);
   const url = `/dav/addressbooks/${owner.id}/contacts/`;
+  const sync = (token: string) => dav('REPORT', url, `<D:sync-collection xmlns:D="DAV:"><D:sync-token>${token}</D:sync-token><D:prop/></D:sync-collection>`);
   await dav('PUT', `${url}a.vcf`, card('a', 'A'), VCARD);
-  const first = tokenOf((await dav('REPORT', url, '<D:sync-collection xmlns:D="DAV:"><D:sync-token/><D:prop/></D:sync-collection>')).body)!;
+  const first = tokenOf((await sync('')).body)!;
   clock = new Date(Date.now() + 3 * 86_400_000);
-  const quiet = await dav('REPORT', url, `<D:sync-collection xmlns:D="DAV:"><D:sync-token>${first}</D:sync-token><D:prop/></D:sync-collection>`);
+  const quiet = await sync(first);
   t.equal(quiet.statusCode, 207, 'nothing changed: the token is the book\'s');
+  const fresh = tokenOf(quiet.body)!;
   await dav('PUT', `${url}b.vcf`, card('b', 'B'), VCARD);
-  const stale = await dav('REPORT', url, `<D:sync-collection xmlns:D="DAV:"><D:sync-token>${first}</D:sync-token><D:prop/></D:sync-collection>`);
-  t.equal(stale.statusCode, 403);
-  t.match(stale.body, '<D:valid-sync-token/><X:detail>Sync token expired; start a full sync</X:detail>');
+  const after = await sync(fresh);
+  t.equal(after.statusCode, 207, 'the token handed out a moment ago is honoured, though the book was quiet for longer than the retention');
+  t.strictSame(responseHrefs(after.body), [`${url}b.vcf`]);
+
+  // The database stamps a deletion with its own clock: the app's goes back to it.
+  clock = new Date();
+  const beforeDelete = tokenOf(after.body)!;
+  await dav('DELETE', `${url}b.vcf`);
+  const told = await sync(beforeDelete);
+  t.equal(told.statusCode, 207, 'within the retention the deletion is told');
+  t.strictSame(responseHrefs(told.body), [`${url}b.vcf`]);
+  clock = new Date(Date.now() + 3 * 86_400_000);
+  const stale = await sync(beforeDelete);
+  t.equal(stale.statusCode, 403, 'its tombstone is purged: the token cannot be answered');
+  t.match(stale.body, '<D:valid-sync-token/><X:detail>Sync token expired: deletions since it was handed out are forgotten; start a full sync</X:detail>');
+  const current = tokenOf(told.body)!;
+  t.equal((await sync(current)).statusCode, 207, 'a token after the forgotten deletion is still honoured');
+});
+
+t.test('RFC 6578 §3.7: a D:limit of 0 is 507 number-of-matches-within-limits while changes wait (never a skipped change), a plain answer when none do', async (t) => {
+  const zero = '<D:limit><D:nresults>0</D:nresults></D:limit>';
+  const first = await syncCollection('', zero);
+  t.equal(first.statusCode, 507);
+  t.equal(first.headers['content-type'], 'application/xml; charset=utf-8');
+  t.match(first.body, '<D:error xmlns:D="DAV:"');
+  t.match(first.body, '<D:number-of-matches-within-limits/><X:detail>The limit of 0 holds none of the changes waiting: ask for at least 1</X:detail></D:error>');
+  const token = await settledToken();
+  const none = await syncCollection(token, zero);
+  t.equal(none.statusCode, 207);
+  t.strictSame(responseHrefs(none.body), []);
+  t.equal(tokenOf(none.body), token);
+  await call('PUT', `${book}limit-zero.vcf`, card('limit-zero', 'Limit Zero'), VCARD);
+  t.equal((await syncCollection(token, zero)).statusCode, 507, 'a change waits');
+  const one = await syncCollection(token, '<D:limit><D:nresults>1</D:nresults></D:limit>');
+  t.strictSame(responseHrefs(one.body), [`${book}limit-zero.vcf`], 'the change is still there for the next request');
 });
 
 t.test('XML safety: a DOCTYPE (external entity, billion laughs) is 400 Malformed XML body, with nothing fetched or expanded', async (t) => {
