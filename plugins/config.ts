@@ -38,6 +38,8 @@ export interface AppConfig {
   shutdownTimeoutMs: number;
   /** Days deletions are remembered for incremental sync; older sync tokens are refused (410). */
   syncTombstoneDays: number;
+  /** Owners with more contacts than this get the search grams (src/contacts/large-owners.ts). */
+  largeOwnerContacts: number;
   /** The algorithm of new password hashes; stored hashes of the other one still verify and are rehashed at login. */
   passwordHash: PasswordHashAlgorithm;
   /** argon2id memory in KiB, passes and lanes (OWASP's first choice: 19456, 2, 1). */
@@ -294,6 +296,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     rateLimitMePerMin: read.integer('RATE_LIMIT_ME_PER_MIN', 5, 1, 1_000_000),
     shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 1, 600_000),
     syncTombstoneDays: read.integer('SYNC_TOMBSTONE_DAYS', 30, 1, 3650),
+    largeOwnerContacts: read.integer('LARGE_OWNER_CONTACTS', 50_000, 1, 1_000_000_000),
     passwordHash: read.oneOf('PASSWORD_HASH', 'bcrypt', PASSWORD_HASH_ALGORITHMS),
     argon2MemoryKib: read.integer('ARGON2_MEMORY_KIB', 19_456, 1024, 1_048_576),
     argon2TimeCost: read.integer('ARGON2_TIME_COST', 2, 1, 20),

@@ -44,6 +44,8 @@ export interface ContactsTable {
   card_name: string | null;
   /** The card's UID when it is not the one derived from the contact's id. */
   uid: string | null;
+  /** Whether the owner is a large one (large_owners), whose contacts the search grams hold; set by the database. */
+  large_owner: ColumnType<boolean, never, boolean>;
 }
 
 /** A deleted contact, remembered for incremental sync; written by a trigger. */
@@ -60,6 +62,12 @@ interface ContactTombstonesTable {
 interface ContactCountsTable {
   owner_id: ColumnType<number, never, never>;
   contacts: ColumnType<number, never, never>;
+}
+
+/** Owners whose contacts the search grams hold (migration 017); ready once every contact of theirs is marked. */
+interface LargeOwnersTable {
+  owner_id: number;
+  ready: Generated<boolean>;
 }
 
 /** Passwords of CardDAV clients: a keyed hash of each (migration 015). */
@@ -87,6 +95,7 @@ export interface Database {
   contacts: ContactsTable;
   contact_tombstones: ContactTombstonesTable;
   contact_counts: ContactCountsTable;
+  large_owners: LargeOwnersTable;
   avatars: AvatarsTable;
   app_passwords: AppPasswordsTable;
 }

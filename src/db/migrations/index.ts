@@ -12,6 +12,8 @@ import * as cards from './013-cards.js';
 import * as cardIndexes from './014-card-indexes.js';
 import * as appPasswords from './015-app-passwords.js';
 import * as tombstoneCardNames from './016-tombstone-card-names.js';
+import * as largeOwners from './017-large-owners.js';
+import * as largeOwnerGrams from './018-large-owner-grams.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -28,4 +30,6 @@ export const migrations: Record<string, AppMigration> = {
   '014-card-indexes': cardIndexes,
   '015-app-passwords': appPasswords,
   '016-tombstone-card-names': tombstoneCardNames,
+  '017-large-owners': largeOwners,
+  '018-large-owner-grams': largeOwnerGrams,
 };
