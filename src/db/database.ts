@@ -45,7 +45,7 @@ export interface ContactsTable {
   /** The card's UID when it is not the one derived from the contact's id. */
   uid: string | null;
   /** Whether the owner is a large one (large_owners), whose contacts the search grams hold; set by the database. */
-  large_owner: ColumnType<boolean, never, boolean>;
+  large_owner: ColumnType<boolean, boolean | undefined, boolean>;
 }
 
 /** A deleted contact, remembered for incremental sync; written by a trigger. */
