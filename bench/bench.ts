@@ -6,7 +6,10 @@
  * operation with autocannon beside a bare-Fastify ceiling (bench/ceiling.ts) in alternating
  * rounds. Then the cached GET by id once more, on two fresh services over the same database and
  * Redis, one with metrics on (the default) and one with METRICS_ENABLED=false, in alternating
- * rounds: what recording metrics costs (`--metrics-only` runs just that pair). Prints Markdown tables to stdout (progress goes to stderr). Exits 1
+ * rounds: what recording metrics costs (`--metrics-only` runs just that pair). Writes are measured
+ * beside the insert ceiling (a bare INSERT, bench/ceiling.ts): the create, and imports of
+ * IMPORT_SIZES contacts, each a fresh CSV, timed one at a time in alternating rounds (`--writes-only`
+ * runs just those). Prints Markdown tables to stdout (progress goes to stderr). Exits 1
  * when any measured request was not answered 2xx; the ratio targets are reported, not enforced.
  */
 import { execFileSync } from 'node:child_process';
@@ -39,13 +42,18 @@ const USAGE = `Usage: npm run bench -- [options]
   --rounds N        rounds per side and operation (default 3)
   --connections C   autocannon connections (default 50)
   --keep            keep the benchmark database (it is dropped otherwise)
-  --metrics-only    only the metrics row pair (GET by id with metrics on and off), not the table beside the ceiling`;
+  --metrics-only    only the metrics row pair (GET by id with metrics on and off), not the table beside the ceiling
+  --writes-only     only the writes beside the insert ceiling: the create and the imports`;
 
 // Node runs the ceiling's TypeScript itself (type stripping): no build step, no tsx loader in the process.
 const CEILING_ENTRY = 'bench/ceiling.ts';
 /** Cached reads with metrics on keep at least this share of their throughput with metrics off. */
 const METRICS_TARGET = 0.95;
 const CONTACTS = 10_000;
+/** Contacts per measured import: the largest import the contract takes, and a common one. */
+const IMPORT_SIZES = [10_000, 1_000];
+/** A write's share of the insert ceiling's rate that the service aims for. */
+const WRITE_TARGET = 0.5;
 const SEED_CONCURRENCY = 16;
 const WARM_REQUESTS = 5;
 const UPCOMING_ITEMS = 100;
@@ -60,6 +68,7 @@ function parseOptions() {
       connections: { type: 'string', default: '50' },
       keep: { type: 'boolean', default: false },
       'metrics-only': { type: 'boolean', default: false },
+      'writes-only': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
@@ -70,8 +79,9 @@ function parseOptions() {
     connections: positive(values.connections),
     keep: values.keep,
     metricsOnly: values['metrics-only'],
+    writesOnly: values['writes-only'],
   };
-  if (values.help || [options.duration, options.rounds, options.connections].some(Number.isNaN)) {
+  if (values.help || (options.metricsOnly && options.writesOnly) || [options.duration, options.rounds, options.connections].some(Number.isNaN)) {
     console.error(USAGE);
     process.exit(values.help ? 0 : 2);
   }
@@ -274,6 +284,53 @@ async function measure(op: Operation, bases: Record<Side, string>, canned: Canne
   return measured;
 }
 
+/** One import's time, in seconds, on each side, in alternating rounds. */
+interface ImportRounds {
+  size: number;
+  seconds: Record<Side, number[]>;
+  failed: number;
+}
+
+/** A CSV of `size` new contacts (unique e-mails under `tag`), as the insert ceiling reads it too. */
+function importCsv(size: number, tag: string): string {
+  const rows = Array.from({ length: size }, (_, n) => {
+    const contact = JSON.parse(contactBody(n, tag)) as Record<string, string>;
+    return ['first_name', 'last_name', 'email', 'phone', 'birthday'].map((column) => contact[column]).join(',');
+  });
+  return ['first_name,last_name,email,phone,birthday', ...rows, ''].join('\r\n');
+}
+
+async function measureImport(size: number, bases: Record<Side, string>, token: string, options: Options, stamp: string): Promise<ImportRounds> {
+  const measured: ImportRounds = { size, seconds: { service: [], ceiling: [] }, failed: 0 };
+  let round = 0;
+  for (const side of roundOrder<Side>(options.rounds, ['service', 'ceiling'])) {
+    const csv = importCsv(size, `import-${stamp}-${size}-${round++}`);
+    const started = performance.now();
+    const response = await fetch(`${bases[side]}/api/contacts/import`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/csv' }, body: csv });
+    const report = (await response.json()) as { created?: number };
+    const seconds = (performance.now() - started) / 1000;
+    if (response.status !== 200 || report.created !== size) measured.failed++;
+    measured.seconds[side].push(seconds);
+    log(`import ${size} ${side}: ${seconds.toFixed(3)} s, status ${response.status}, created ${report.created}`);
+  }
+  return measured;
+}
+
+const importRatio = (m: ImportRounds) => median(m.seconds.ceiling) / median(m.seconds.service);
+
+function importTable(results: ImportRounds[]): string {
+  const lines = [
+    '| Import (one request, CSV) | Service s | Service contacts/s | Ceiling s | Ceiling contacts/s | Ratio | Target | failed |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const m of results) {
+    const [service, ceiling] = [median(m.seconds.service), median(m.seconds.ceiling)];
+    const cells = [`${format(m.size)} contacts`, service.toFixed(3), format(m.size / service), ceiling.toFixed(3), format(m.size / ceiling), importRatio(m).toFixed(2), `≥ ${WRITE_TARGET.toFixed(2)}`, String(m.failed)];
+    lines.push(`| ${cells.join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
+
 type MetricsSide = 'on' | 'off';
 
 interface MetricsPair {
@@ -370,10 +427,13 @@ function notes(results: Measured[]): string[] {
   return found;
 }
 
-function targetLine(results: Measured[]): string {
+function targetLine(results: Measured[], imports: ImportRounds[]): string {
   const checked = results.filter((m) => m.op.target !== null);
-  const pass = checked.every((m) => ratioOf(m) >= m.op.target!);
-  const parts = checked.map((m) => `${m.op.label} ${ratioOf(m).toFixed(2)} ${ratioOf(m) >= m.op.target! ? '≥' : '<'} ${m.op.target!.toFixed(2)}`);
+  const pass = checked.every((m) => ratioOf(m) >= m.op.target!) && imports.every((m) => importRatio(m) >= WRITE_TARGET);
+  const parts = [
+    ...checked.map((m) => `${m.op.label} ${ratioOf(m).toFixed(2)} ${ratioOf(m) >= m.op.target! ? '≥' : '<'} ${m.op.target!.toFixed(2)}`),
+    ...imports.map((m) => `import ${m.size} ${importRatio(m).toFixed(2)} ${importRatio(m) >= WRITE_TARGET ? '≥' : '<'} ${WRITE_TARGET.toFixed(2)}`),
+  ];
   return `Targets: ${pass ? 'PASS' : 'FAIL'} (reported, not enforced): ${parts.join('; ')}`;
 }
 
@@ -430,7 +490,7 @@ async function startService(name: string, deployment: Deployment, extraEnv: Reco
 }
 
 /** The measured operations in the order they run, each with the service's answer for the ceiling to replay. */
-async function prepareOperations(service: string, token: string, ids: number[], stamp: string): Promise<Map<Operation, CannedResponse>> {
+async function prepareOperations(service: string, token: string, ids: number[], stamp: string, writesOnly: boolean): Promise<Map<Operation, CannedResponse>> {
   let created = 0;
   const create: Operation = {
     label: 'create',
@@ -438,11 +498,13 @@ async function prepareOperations(service: string, token: string, ids: number[], 
     method: 'POST',
     route: '/api/contacts/',
     url: '/api/contacts/',
-    target: null,
+    target: WRITE_TARGET,
+    note: 'ceiling: one INSERT',
     body: () => contactBody(created++, `post-${stamp}`),
   };
   // Captured first: a create makes every cached read of the user miss, so it must precede the reads' captures.
   const cannedCreate = await capture(service, create, token);
+  if (writesOnly) return new Map([[create, cannedCreate]]);
 
   const { timeRange, total } = await chooseTimeRange(service, token);
   const id = ids[CONTACTS / 2]!;
@@ -499,14 +561,15 @@ function metricsTable(pair: MetricsPair): string {
   ].join('\n');
 }
 
-function report(results: Measured[], metrics: MetricsPair, options: Options, serviceLogLines: number): void {
+function report(results: Measured[], imports: ImportRounds[], metrics: MetricsPair | null, options: Options, serviceLogLines: number): void {
   if (results.length > 0) console.log(`${table(results)}\n`);
-  console.log(metricsTable(metrics));
-  console.log();
+  if (imports.length > 0) console.log(`${importTable(imports)}\n`);
+  if (metrics) console.log(`${metricsTable(metrics)}\n`);
   for (const note of notes(results)) console.log(`- ${note}`);
   if (serviceLogLines > 0) console.log(`- the service logged ${serviceLogLines} warnings or errors (LOG_LEVEL=warn; on stderr above)`);
   console.log(settingsLine(options));
-  if (results.length > 0) console.log(targetLine(results));
+  if (results.length > 0) console.log(targetLine(results, imports));
+  if (!metrics) return;
   const ratio = metricsRatio(metrics);
   const met = ratio >= METRICS_TARGET;
   console.log(`Metrics: ${met ? 'PASS' : 'FAIL'} (reported, not enforced): on ÷ off ${ratio.toFixed(2)} ${met ? '≥' : '<'} ${METRICS_TARGET.toFixed(2)}`);
@@ -525,15 +588,24 @@ async function main(): Promise<number> {
   const deployment = { databaseUrl: await createDatabase(`contacts_bench_${stamp}`, options.keep), redisPrefix, dataDir, jwtSecret };
   const service = await startService('service', deployment);
   const { token, ids } = await seed(service.base, path.join(dataDir, 'outbox'));
-  const canned = await prepareOperations(service.base, token, ids, stamp);
+  const canned = await prepareOperations(service.base, token, ids, stamp, options.writesOnly);
 
   const results: Measured[] = [];
+  const imports: ImportRounds[] = [];
   if (!options.metricsOnly) {
     const cannedFile = path.join(dataDir, 'canned.json');
     await writeFile(cannedFile, JSON.stringify([...canned.values()]));
-    const ceiling = await startNode('ceiling', CEILING_ENTRY, [cannedFile], { NODE_ENV: 'production', JWT_SECRET: jwtSecret }, { path: '/' });
+    const ceilingEnv = { NODE_ENV: 'production', JWT_SECRET: jwtSecret, DATABASE_URL: deployment.databaseUrl };
+    const ceiling = await startNode('ceiling', CEILING_ENTRY, [cannedFile], ceilingEnv, { path: '/' });
     const bases = { service: service.base, ceiling: ceiling.base };
     for (const [op, answer] of canned) results.push(await measure(op, bases, answer, token, options));
+    // Imports by another user, whose contacts are only the imported ones, so the rounds do not grow the create's user.
+    const importer = await verifiedUser(service.base, path.join(dataDir, 'outbox'), 'bench_importer');
+    for (const size of IMPORT_SIZES) imports.push(await measureImport(size, bases, importer, options, stamp));
+  }
+  if (options.writesOnly) {
+    report(results, imports, null, options, service.logLines());
+    return results.some((m) => failedRequests(m) > 0) || imports.some((m) => m.failed > 0) ? 1 : 0;
   }
 
   // Two fresh processes, so neither carries the other rounds' heap and caches. The creates above
@@ -542,9 +614,9 @@ async function main(): Promise<number> {
   const metricsOn = await startService('service with metrics on', deployment);
   const metricsOff = await startService('service with metrics off', deployment, { METRICS_ENABLED: 'false' });
   const metrics = await measureMetrics(getById, { on: metricsOn, off: metricsOff }, canned.get(getById)!, token, options);
-  report(results, metrics, options, service.logLines() + metricsOn.logLines() + metricsOff.logLines());
+  report(results, imports, metrics, options, service.logLines() + metricsOn.logLines() + metricsOff.logLines());
   const metricsFailed = [...metrics.rounds.on, ...metrics.rounds.off].some((r) => r.non2xx + r.errors > 0);
-  return results.some((m) => failedRequests(m) > 0) || metricsFailed ? 1 : 0;
+  return results.some((m) => failedRequests(m) > 0) || imports.some((m) => m.failed > 0) || metricsFailed ? 1 : 0;
 }
 
 let exitCode = 2;

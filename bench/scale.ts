@@ -294,9 +294,9 @@ function violations(node: PlanNode, problems: string[] = [], onContacts = false)
     // Fetching the page's rows by primary key is one row per id the owner-scoped scan found.
     // (The page is `page`, or for upcoming birthdays the union's first branch, `"*SELECT* 1"`.)
     const pageLookup = node['Index Name'] === 'contacts_pkey' && /^\(id = (page|"\*SELECT\* 1")\.id\)$/.test(cond);
-    // The grams (migration 009) are `owner:field:run`: a lookup reads one owner's entries when all its grams name that owner.
+    // The grams (migrations 009 and 019) are `owner:field:run`: a lookup reads one owner's entries when all its grams name that owner.
     const gramOwners = new Set([...cond.matchAll(/[{,]"?(\d+):\d+:/g)].map((match) => match[1]));
-    const gramsLookup = node['Index Name'] === 'contacts_owner_grams_idx' && gramOwners.size === 1;
+    const gramsLookup = node['Index Name'] === 'contacts_large_owner_grams_idx' && gramOwners.size === 1;
     if (!/\bowner_id = /.test(cond) && !pageLookup && !gramsLookup) problems.push(`${type} on ${node['Index Name']} without owner_id: ${cond || 'no condition'}`);
   }
   const bitmapOfContacts = contacts && type === 'Bitmap Heap Scan';

@@ -134,6 +134,10 @@ export const variables = {
     type: 'integer', minimum: 1, maximum: 3650, default: 30,
     description: 'Days deleted contacts are remembered for incremental sync; an older sync token is 410 and the client starts a full sync.',
   },
+  LARGE_OWNER_CONTACTS: {
+    type: 'integer', minimum: 1, maximum: 1_000_000_000, default: 50_000,
+    description: 'An owner with more contacts than this is promoted in the background to a large owner, whose short searches use the grams index ([performance.md](performance.md)).',
+  },
   SHUTDOWN_TIMEOUT_MS: {
     type: 'integer', minimum: 1, maximum: 600_000, default: 10_000,
     description: 'On SIGTERM/SIGINT, how long requests in flight may take to finish; past it the process exits with code 1 anyway.',

@@ -50,6 +50,8 @@ export interface AppConfig {
   shutdownTimeoutMs: number;
   /** Days deletions are remembered for incremental sync; older sync tokens are refused (410). */
   syncTombstoneDays: number;
+  /** Owners with more contacts are promoted to large owners, whose short searches use the grams index. */
+  largeOwnerContacts: number;
   /** The algorithm of new password hashes; stored hashes of the other one still verify and are rehashed at login. */
   passwordHash: PasswordHashAlgorithm;
   /** argon2id memory in KiB, passes and lanes (OWASP's first choice: 19456, 2, 1). */
@@ -257,6 +259,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     rateLimitMePerMin: values.RATE_LIMIT_ME_PER_MIN,
     shutdownTimeoutMs: values.SHUTDOWN_TIMEOUT_MS,
     syncTombstoneDays: values.SYNC_TOMBSTONE_DAYS,
+    largeOwnerContacts: values.LARGE_OWNER_CONTACTS,
     passwordHash: values.PASSWORD_HASH,
     argon2MemoryKib: values.ARGON2_MEMORY_KIB,
     argon2TimeCost: values.ARGON2_TIME_COST,

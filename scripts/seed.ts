@@ -1,7 +1,9 @@
 /**
  * `npm run seed -- --users U --contacts-per-user C [--big-user B] [--seed N] [--password P] [--force]`
  * Fills the configured database (DATABASE_URL, or the embedded one) with deterministic fake data:
- * COPY on PostgreSQL, batched inserts on the embedded database.
+ * COPY on PostgreSQL, batched inserts on the embedded database. Owners with more contacts than
+ * LARGE_OWNER_CONTACTS are loaded as large owners (src/contacts/large-owners.ts), their contacts
+ * marked as they go in, so the grams are built once with the other indexes.
  */
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -58,9 +60,10 @@ function birthday(rand: () => number): string {
   return new Date(today - daysAgo * DAY_MS).toISOString().slice(0, 10);
 }
 
-type ContactRow = Required<Pick<Insertable<ContactsTable>, 'owner_id' | 'first_name' | 'last_name' | 'email' | 'phone' | 'birthday'>>;
+type ContactRow = Required<Pick<Insertable<ContactsTable>, 'owner_id' | 'first_name' | 'last_name' | 'email' | 'phone' | 'birthday' | 'large_owner'>>;
 
 function* contactsOf(ownerId: number, count: number, rand: () => number): Generator<ContactRow> {
+  const large = count > config.largeOwnerContacts;
   for (let i = 0; i < count; i++) {
     const first = FIRST[Math.floor(rand() * FIRST.length)]!;
     const last = LAST[Math.floor(rand() * LAST.length)]!;
@@ -71,6 +74,7 @@ function* contactsOf(ownerId: number, count: number, rand: () => number): Genera
       email: `${first}.${last}.${i}@example.com`.toLowerCase().replace(/[^a-z0-9.@]/g, ''),
       phone: `+1${String(2_000_000_000 + Math.floor(rand() * 7_999_999_999))}`,
       birthday: birthday(rand),
+      large_owner: large,
     };
   }
 }
@@ -148,12 +152,12 @@ try {
             and not exists (select 1 from pg_constraint c where c.conname = i.indexname)`,
       );
       for (const { indexname } of indexes) await client.query(`drop index ${pg.escapeIdentifier(indexname)}`);
-      const copy = client.query(copyFrom('COPY contacts (owner_id, first_name, last_name, email, phone, birthday) FROM STDIN'));
+      const copy = client.query(copyFrom('COPY contacts (owner_id, first_name, last_name, email, phone, birthday, large_owner) FROM STDIN'));
       const lines = Readable.from(
         (function* () {
           let chunk = '';
           for (const c of allContacts()) {
-            chunk += `${c.owner_id}\t${c.first_name}\t${c.last_name}\t${c.email}\t${c.phone}\t${c.birthday}\n`;
+            chunk += `${c.owner_id}\t${c.first_name}\t${c.last_name}\t${c.email}\t${c.phone}\t${c.birthday}\t${c.large_owner}\n`;
             if (chunk.length > 64_000) {
               yield chunk;
               chunk = '';
@@ -181,6 +185,8 @@ try {
     }
     if (batch.length > 0) await db.insertInto('contacts').values(batch).execute();
   }
+  const large = ownerIds.filter((_, index) => countOf(index) > config.largeOwnerContacts);
+  if (large.length > 0) await db.insertInto('large_owners').values(large.map((ownerId) => ({ owner_id: ownerId, ready: true }))).execute();
   report(total);
   console.log(`Seeded ${users} users and ${total} contacts in ${((Date.now() - started) / 1000).toFixed(1)} s (seed ${seed}).`);
 } finally {

@@ -19,6 +19,7 @@ import { carddavRoutes } from './carddav/carddav.routes.js';
 import { withDavFrameworkErrors } from './carddav/errors.js';
 import { avatarsHandlers } from './avatars/avatars.routes.js';
 import { contactsHandlers } from './contacts/contacts.routes.js';
+import largeOwnersPlugin from './contacts/large-owners.js';
 import { declareTransferMetrics } from './contacts/transfer.service.js';
 import { migrations } from './db/migrations/index.js';
 import { docsHandlers } from './docs/docs.routes.js';
@@ -83,6 +84,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   await app.register(rateLimitPlugin);
   await app.register(mailPlugin, options.mail ?? {});
   await app.register(docsPlugin);
+  await app.register(largeOwnersPlugin);
 
   const handlers: OperationHandlers = {
     ...authHandlers,

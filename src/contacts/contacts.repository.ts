@@ -15,6 +15,7 @@ import { schemaFields } from '../generated/schemas.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
 import type { Condition } from './filter.js';
 import { countPredicate, filterPredicate, findsByGrams } from './filter-sql.js';
+import { hasSearchGrams } from './large-owners.js';
 import { type SortKey, TEXT_SORT_FIELDS } from './sort.js';
 
 /**
@@ -155,7 +156,8 @@ const FETCH_TO_WALK_COST = 3;
  * (countPredicate) its estimate is global and often far off for one owner: a run that 300 of
  * 100,000 contacts hold walked 91,000 entries for its sixth page. So when a condition is looked up by its
  * grams, the exact total decides: if FETCH_TO_WALK_COST · T² <= (skip + limit) · N, the T matches
- * are fetched through their grams instead, and sorted.
+ * are fetched through their grams instead, and sorted. Only a large owner's contacts have grams
+ * (src/contacts/large-owners.ts); an ordinary owner's few thousand are tested row by row.
  */
 export async function listContacts(
   db: Kysely<Database>,
@@ -165,10 +167,10 @@ export async function listContacts(
   sort: readonly SortKey[] = [],
 ): Promise<PageOf<ContactRow>> {
   const terms = orderTerms(sort);
-  const counts = (eb: ContactsBuilder) => countPredicate(eb, ownerId, conditions);
+  const fetchable = findsByGrams(conditions) && (await hasSearchGrams(db, ownerId));
+  const counts = (eb: ContactsBuilder) => countPredicate(eb, ownerId, conditions, fetchable);
   const ownerSize = db.selectFrom('contact_counts').where('owner_id', '=', ownerId).select(sql<number>`coalesce(sum(contacts), 0)`.as('n'));
   const walked = ordered(db.selectFrom('contacts').where(matching(ownerId, conditions)).select('id'), terms).offset(skip).limit(limit);
-  const fetchable = findsByGrams(conditions);
   const fetchMatches = fetchable ? sql<boolean>`${sql.lit(FETCH_TO_WALK_COST)} * count(*) * count(*) <= ${skip + limit}::bigint * (${ownerSize})` : sql<boolean>`false`;
   // Without conditions, the total is the owner's size, which triggers keep (migration 008).
   const counted =

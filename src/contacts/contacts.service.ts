@@ -8,6 +8,7 @@ import * as repository from './contacts.repository.js';
 import { CONTACT_COLUMNS, type ContactFields, type ContactRow, type PageOf, type PageRequest } from './contacts.repository.js';
 import { schemaFields } from '../generated/schemas.js';
 import { type Condition, FilterError, parseFilter, stripPhoneSeparators } from './filter.js';
+import { PROMOTION_CHECK_EVERY } from './large-owners.js';
 import { parseSort, SortError, type SortKey } from './sort.js';
 
 export type Contact = components['schemas']['Contact'];
@@ -15,7 +16,7 @@ type ContactCreate = components['schemas']['ContactCreate'];
 type ContactPatch = components['schemas']['ContactPatch'];
 
 /** What the contacts service needs from the app. */
-export type ContactsDeps = Pick<FastifyInstance, 'db' | 'cache' | 'now'>;
+export type ContactsDeps = Pick<FastifyInstance, 'db' | 'cache' | 'now' | 'largeOwners'>;
 
 const ADDITIONAL_DATA_MAX_BYTES = 16 * 1024;
 const E164 = /^\+[1-9][0-9]{6,14}$/;
@@ -109,7 +110,9 @@ function toPage(page: PageOf<ContactRow>): ContactPage {
  * Every create goes through this function or createContact: a rule on creates belongs in both.
  */
 export async function createFromCard(deps: ContactsDeps, ownerId: number, fields: ContactFields, card: repository.CardColumns, now: Date): Promise<repository.CardRow> {
-  return repository.insertCardContact(deps.db, ownerId, fields, card, now);
+  const row = await repository.insertCardContact(deps.db, ownerId, fields, card, now);
+  if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
+  return row;
 }
 
 /** Creates a contact for `ownerId`. */
@@ -118,6 +121,7 @@ export async function createContact(deps: ContactsDeps, ownerId: number, body: C
   const fields = applyContactRules(writableFields(body), now);
   const row = await writing(() => repository.insertContact(deps.db, ownerId, fields, now));
   await invalidate(deps, ownerId);
+  if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
   return toContact(row);
 }
 

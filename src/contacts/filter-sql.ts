@@ -34,8 +34,8 @@ export const searchKey = sql<string>`(${sql.join(
 
 /**
  * The grams of the searched fields, `owner:field:gram` for each run of 1 to 3 characters of each
- * lower-cased field: the expression contacts_owner_grams_idx (migration 009) holds, with the field
- * numbered by its place in this list. Like the search key, a new `x-search` field changes it.
+ * lower-cased field: the expression contacts_large_owner_grams_idx (migrations 009 and 019) holds,
+ * with the field numbered by its place in this list. Like the search key, a new `x-search` field changes it.
  */
 export const searchGrams = sql<string[]>`contact_search_grams(owner_id, ${sql.join(SEARCHED_FIELDS.map((field) => sql`lower(${sql.ref(field)})`))})`;
 
@@ -60,16 +60,17 @@ export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condit
 }
 
 /**
- * The owner's contacts matching `conditions`, as a predicate to count them by. A condition on a
+ * The owner's contacts matching `conditions`, as a predicate to count them by. For an owner whose
+ * contacts the grams hold (`grams`: a large owner, src/contacts/large-owners.ts), a condition on a
  * short run (a bare term of 1 to 3 characters, or a like, ilike, contains or endswith of such a run
- * on a searched field) becomes a lookup in contacts_owner_grams_idx, which also names the owner.
+ * on a searched field) becomes a lookup in contacts_large_owner_grams_idx, which also names the owner.
  * Short runs match many contacts: testing every contact of a large owner costs many times the page.
  * The lookup is the whole answer to a bare term or an ilike `%run%`, so the count tests no row; for
  * case or the value's end, only the contacts holding the run are tested. A page of rare matches of
  * such a condition is fetched by this predicate too; a walked page keeps the row tests (listContacts).
  */
-export function countPredicate(eb: ContactsBuilder, ownerId: number, conditions: readonly Condition[]): Expression<SqlBool> {
-  const lookups = conditions.map((condition) => gramLookup(eb, ownerId, condition));
+export function countPredicate(eb: ContactsBuilder, ownerId: number, conditions: readonly Condition[], grams: boolean): Expression<SqlBool> {
+  const lookups = conditions.map((condition) => (grams ? gramLookup(eb, ownerId, condition) : null));
   const predicates = conditions.map((condition, i) => lookups[i] ?? conditionPredicate(eb, condition));
   // Every gram starts with the owner: a separate owner condition would be a test of each row.
   return eb.and(lookups.some((lookup) => lookup !== null) ? predicates : [eb('owner_id', '=', ownerId), ...predicates]);
@@ -79,7 +80,8 @@ export function countPredicate(eb: ContactsBuilder, ownerId: number, conditions:
 function gramLookup(eb: ContactsBuilder, ownerId: number, condition: Condition): Expression<SqlBool> | null {
   const grams = gramsOf(condition);
   if (grams === null) return null;
-  const lookup = eb(searchGrams, '&&', sql<string[]>`array[${sql.join(grams.runs.map(([field, run]) => gram(ownerId, field, run)))}]`);
+  // The partial index's predicate, written as it is there so that the planner sees it implied.
+  const lookup = eb.and([sql<SqlBool>`large_owner`, eb(searchGrams, '&&', sql<string[]>`array[${sql.join(grams.runs.map(([field, run]) => gram(ownerId, field, run)))}]`)]);
   return grams.whole ? lookup : eb.and([lookup, conditionPredicate(eb, condition)]);
 }
 

@@ -133,7 +133,10 @@ export async function importContacts(deps: ImportDeps, ownerId: number, type: Im
     }
   }
   const inserted = contacts.length === 0 ? new Set<string>() : await repository.insertContacts(deps.db, ownerId, contacts, now);
-  if (inserted.size > 0) await invalidate(deps, ownerId);
+  if (inserted.size > 0) {
+    await invalidate(deps, ownerId);
+    deps.largeOwners.check(ownerId);
+  }
   for (const { entry, email } of valid) {
     if (!inserted.has(email)) errors.push({ entry, detail: DUPLICATE_EMAIL });
   }

@@ -44,6 +44,8 @@ export interface ContactsTable {
   card_name: string | null;
   /** The card's UID when it is not the one derived from the contact's id. */
   uid: string | null;
+  /** Whether the owner is a large one (large_owners), whose contacts the search grams hold; set by the database. */
+  large_owner: ColumnType<boolean, boolean | undefined, boolean>;
 }
 
 /** A deleted contact, remembered for incremental sync; written by a trigger. */
@@ -67,6 +69,12 @@ interface TombstoneHorizonsTable {
 interface ContactCountsTable {
   owner_id: ColumnType<number, never, never>;
   contacts: ColumnType<number, never, never>;
+}
+
+/** Owners whose contacts the search grams hold (migration 018); ready once every contact of theirs is marked. */
+interface LargeOwnersTable {
+  owner_id: number;
+  ready: Generated<boolean>;
 }
 
 /** Passwords of CardDAV clients: a keyed hash of each (migration 015). */
@@ -95,6 +103,7 @@ export interface Database {
   contact_tombstones: ContactTombstonesTable;
   tombstone_horizons: TombstoneHorizonsTable;
   contact_counts: ContactCountsTable;
+  large_owners: LargeOwnersTable;
   avatars: AvatarsTable;
   app_passwords: AppPasswordsTable;
 }

@@ -13,6 +13,8 @@ import * as cardIndexes from './014-card-indexes.js';
 import * as appPasswords from './015-app-passwords.js';
 import * as tombstoneCardNames from './016-tombstone-card-names.js';
 import * as tombstoneHorizons from './017-tombstone-horizons.js';
+import * as largeOwners from './018-large-owners.js';
+import * as largeOwnerGrams from './019-large-owner-grams.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -30,4 +32,6 @@ export const migrations: Record<string, AppMigration> = {
   '015-app-passwords': appPasswords,
   '016-tombstone-card-names': tombstoneCardNames,
   '017-tombstone-horizons': tombstoneHorizons,
+  '018-large-owners': largeOwners,
+  '019-large-owner-grams': largeOwnerGrams,
 };

@@ -1,0 +1,116 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import fp from 'fastify-plugin';
+import { type Kysely, sql } from 'kysely';
+import type { Database } from '../db/database.js';
+
+/**
+ * Large owners (migrations 018 and 019): the search grams are kept only for the contacts of owners
+ * with more than LARGE_OWNER_CONTACTS, so an ordinary owner's writes never compute them. An owner is
+ * promoted in the background once its count passes the threshold: at start-up, after an import, and
+ * after a create that lands on a sampled id (about one create in PROMOTION_CHECK_EVERY checks).
+ * Until its row in large_owners is ready, its searches test rows, which answers the same.
+ */
+export interface LargeOwners {
+  /** Promotes the owner in the background if its count is past the threshold; never throws. */
+  check(ownerId: number): void;
+  /** Settles once every promotion started so far has ended (tests, shutdown). */
+  settled(): Promise<void>;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    largeOwners: LargeOwners;
+  }
+}
+
+/** A create checks the owner's count when its id is a multiple of this: one read per ~100 creates. */
+export const PROMOTION_CHECK_EVERY = 100;
+/** Contacts marked per statement: each batch's row locks are held only for its own statement. */
+const MARK_BATCH = 1000;
+const WAIT_POLL_MS = 50;
+
+/** Whether the owner's contacts are all in the grams index, so a search may look them up there. */
+export async function hasSearchGrams(db: Kysely<Database>, ownerId: number): Promise<boolean> {
+  const row = await db.selectFrom('large_owners').select('ready').where('owner_id', '=', ownerId).executeTakeFirst();
+  return row?.ready === true;
+}
+
+/**
+ * Makes the owner a large one: its row in large_owners (from then on, the insert trigger of 018
+ * marks its new contacts), a wait for every transaction already running (one may have inserted
+ * before it could see the row), every contact marked in batches, then `ready`. Safe to repeat.
+ */
+export async function promoteOwner(db: Kysely<Database>, ownerId: number, stopping: () => boolean = () => false): Promise<void> {
+  await db.insertInto('large_owners').values({ owner_id: ownerId }).onConflict((conflict) => conflict.doNothing()).execute();
+  // The transactions of this database that hold an id (have written) then: each is over once its
+  // backend holds another id or none.
+  const running = sql<{ pid: number; xid: string }>`
+    select pid, backend_xid::text as xid from pg_stat_activity
+     where datid = (select oid from pg_database where datname = current_database()) and backend_xid is not null and pid <> pg_backend_pid()`;
+  const before = (await running.execute(db)).rows;
+  while (before.length > 0) {
+    const now = new Set((await running.execute(db)).rows.map(({ pid, xid }) => `${pid}:${xid}`));
+    if (!before.some(({ pid, xid }) => now.has(`${pid}:${xid}`))) break;
+    if (stopping()) return;
+    await sleep(WAIT_POLL_MS);
+  }
+  for (;;) {
+    if (stopping()) return;
+    const marked = await db
+      .updateTable('contacts')
+      .set({ large_owner: true })
+      .where('id', 'in', (eb) => eb.selectFrom('contacts').select('id').where('owner_id', '=', ownerId).where('large_owner', '=', false).orderBy('id').limit(MARK_BATCH))
+      .executeTakeFirst();
+    if (marked.numUpdatedRows === 0n) break;
+  }
+  await db.updateTable('large_owners').set({ ready: true }).where('owner_id', '=', ownerId).execute();
+}
+
+/** Owners past `threshold` contacts (the counts of 008) that are not ready yet, `only` one if given. */
+export async function ownersToPromote(db: Kysely<Database>, threshold: number, only?: number): Promise<number[]> {
+  const rows = await db
+    .selectFrom('contact_counts')
+    .select('owner_id')
+    .$if(only !== undefined, (query) => query.where('owner_id', '=', only!))
+    .where('owner_id', 'not in', (eb) => eb.selectFrom('large_owners').select('owner_id').where('ready', '=', true))
+    .groupBy('owner_id')
+    .having(sql<number>`sum(contacts)`, '>', threshold)
+    .execute();
+  return rows.map((row) => row.owner_id);
+}
+
+/** `app.largeOwners`; promotes at start-up the owners already past the threshold. */
+export default fp(
+  async (app) => {
+    const threshold = app.config.largeOwnerContacts;
+    let closing = false;
+    /** Promotions run one at a time, in order: each is a long series of short statements. */
+    let queue: Promise<void> = Promise.resolve();
+    const enqueue = (find: () => Promise<number[]>) => {
+      queue = queue
+        .then(async () => {
+          if (closing) return;
+          for (const ownerId of await find()) {
+            if (closing) return;
+            const started = Date.now();
+            await promoteOwner(app.db, ownerId, () => closing);
+            if (!closing) app.log.info({ ownerId, ms: Date.now() - started }, 'large owner promoted: its searches use the grams');
+          }
+        })
+        // The next trigger tries again; a failure costs only the speed of that owner's short searches.
+        .catch((error: unknown) => app.log.warn({ err: error }, 'large owner promotion failed; it is retried at the next check'));
+    };
+    app.decorate('largeOwners', {
+      check(ownerId: number) {
+        if (!closing) enqueue(() => ownersToPromote(app.db, threshold, ownerId));
+      },
+      settled: () => queue,
+    });
+    app.addHook('onReady', async () => enqueue(() => ownersToPromote(app.db, threshold)));
+    app.addHook('onClose', async () => {
+      closing = true;
+      await queue;
+    });
+  },
+  { name: 'large-owners', dependencies: ['db'] },
+);
