@@ -169,13 +169,20 @@ function isProxyAddress(entry: string): boolean {
 }
 
 /**
- * TRUST_PROXY: `true`, `false`, a hop count (trust that many proxies in front), or trusted proxy
+ * TRUST_PROXY: `true` (not in production), `false`, a hop count (trust that many proxies in front), or trusted proxy
  * addresses, CIDRs and named ranges, comma-separated. Anything else is a problem named here rather
  * than an exception from inside Fastify.
  */
-function trustProxy(read: EnvReader, raw: string | undefined): AppConfig['trustProxy'] {
+function trustProxy(read: EnvReader, raw: string | undefined, nodeEnv: string): AppConfig['trustProxy'] {
   if (raw === undefined || raw === '' || raw === 'false') return false;
-  if (raw === 'true') return true;
+  if (raw === 'true') {
+    // Every client would choose its own address, and with it its rate-limit bucket, by sending X-Forwarded-For.
+    if (nodeEnv !== 'production') return true;
+    read.problems.push(
+      'TRUST_PROXY=true is refused when NODE_ENV=production (any client could pick its address with X-Forwarded-For); set the number of proxies in front (e.g. 1) or their addresses/CIDRs (e.g. 10.0.0.0/8)',
+    );
+    return false;
+  }
   if (/^\d+$/.test(raw)) {
     const hops = Number(raw);
     return (_address: string, hop: number) => hop < hops;
@@ -287,7 +294,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     verifyTokenTtl: read.integer('VERIFY_TOKEN_TTL', 604_800, 1, 31_536_000),
     resetTokenTtl: read.integer('RESET_TOKEN_TTL', 900, 1, 86_400),
     bcryptCost: read.integer('BCRYPT_COST', 12, 4, 15),
-    trustProxy: trustProxy(read, env.TRUST_PROXY),
+    trustProxy: trustProxy(read, env.TRUST_PROXY, nodeEnv),
     logLevel,
     corsOrigins: read.text('CORS_ORIGINS', '').split(',').map((o) => o.trim()).filter(Boolean),
     rateLimitAnonPerMin: read.integer('RATE_LIMIT_ANON_PER_MIN', 20, 1, 1_000_000),

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import fastifyRateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -72,6 +73,15 @@ function decodedPath(url: string): string {
   }
 }
 
+/**
+ * The client's address: `request.ip`, unless a trusted proxy's X-Forwarded-For named something
+ * that is no address (`evil`), which would make a fresh bucket for every such value; then the
+ * socket's peer, the proxy itself.
+ */
+export function clientAddress(request: FastifyRequest): string {
+  return isIP(request.ip) ? request.ip : (request.socket.remoteAddress ?? '');
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     /**
@@ -113,7 +123,7 @@ export default fp(
       // (deleted user, reset) stays with authentication, which answers 401.
       const claims = secured ? request.accessClaims() : null;
       // IPv6 clients are grouped by /64, the block one subscriber usually holds.
-      if (!claims) return { name: 'anonymous', key: `anon:${normalizeIP(request.ip)}`, max: rateLimitAnonPerMin };
+      if (!claims) return { name: 'anonymous', key: `anon:${normalizeIP(clientAddress(request))}`, max: rateLimitAnonPerMin };
       if (rateLimitScope === 'per-user') return { name: 'me', key: `user:${claims.sub}:${operationId}`, max: rateLimitMePerMin };
       return null;
     }
@@ -151,7 +161,7 @@ export default fp(
     });
 
     app.decorate('countFailedSignIn', (request: FastifyRequest, reply: FastifyReply) =>
-      countIn(request, reply, { name: 'anonymous', key: `anon:${normalizeIP(request.ip)}`, max: rateLimitAnonPerMin }),
+      countIn(request, reply, { name: 'anonymous', key: `anon:${normalizeIP(clientAddress(request))}`, max: rateLimitAnonPerMin }),
     );
   },
   { name: 'rate-limit', dependencies: ['config', 'redis', 'auth', 'metrics'], fastify: '5.x' },

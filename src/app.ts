@@ -9,7 +9,7 @@ import { registerOperations } from '../plugins/http/operations.js';
 import mailPlugin, { type MailOptions } from '../plugins/mail.js';
 import metricsPlugin from '../plugins/metrics.js';
 import passwordsPlugin from '../plugins/passwords.js';
-import rateLimitPlugin from '../plugins/rate-limit.js';
+import rateLimitPlugin, { clientAddress } from '../plugins/rate-limit.js';
 import redisPlugin from '../plugins/redis.js';
 import type { Tracing } from '../plugins/tracing.js';
 import workerPoolPlugin from '../plugins/worker-pool.js';
@@ -60,7 +60,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
       },
       serializers: {
         // Verification and reset links carry their token in the query string.
-        req: (req) => ({ method: req.method, url: req.url.replace(/([?&]token=)[^&]*/g, '$1[REDACTED]'), remoteAddress: req.ip }),
+        req: (req) => ({ method: req.method, url: req.url.replace(/([?&]token=)[^&]*/g, '$1[REDACTED]'), remoteAddress: clientAddress(req) }),
       },
     },
     ...httpServerOptions,

@@ -61,7 +61,7 @@ t.test('every variable is read', async (t) => {
     ACCESS_TOKEN_TTL: '60',
     REFRESH_TOKEN_TTL: '3600',
     BCRYPT_COST: '10',
-    TRUST_PROXY: 'true',
+    TRUST_PROXY: '10.0.0.0/8',
     LOG_LEVEL: 'warn',
     CORS_ORIGINS: 'https://a.example, https://b.example',
     RATE_LIMIT_ANON_PER_MIN: '100',
@@ -90,7 +90,7 @@ t.test('every variable is read', async (t) => {
     accessTokenTtl: 60,
     refreshTokenTtl: 3600,
     bcryptCost: 10,
-    trustProxy: true,
+    trustProxy: '10.0.0.0/8',
     logLevel: 'warn',
     corsOrigins: ['https://a.example', 'https://b.example'],
     rateLimitAnonPerMin: 100,
@@ -208,6 +208,18 @@ t.test('TRUST_PROXY takes true, false, a hop count or addresses', async (t) => {
     t.type(error, ConfigError, `TRUST_PROXY=${value} is refused`);
     t.strictSame((error as ConfigError).problems, [`TRUST_PROXY must be true, false, a hop count, or addresses, CIDRs or loopback/linklocal/uniquelocal, got '${bad}'`]);
   }
+});
+
+t.test('NODE_ENV=production refuses TRUST_PROXY=true, naming the alternatives; a hop count or addresses start', async (t) => {
+  const dataDir = await tempDir(t);
+  const load = (value: string) => loadConfig({ DATA_DIR: dataDir, NODE_ENV: 'production', JWT_SECRET: TEST_JWT_SECRET, TRUST_PROXY: value });
+  const error = await load('true').then(() => null, (e: unknown) => e);
+  t.type(error, ConfigError);
+  t.strictSame((error as ConfigError).problems, [
+    'TRUST_PROXY=true is refused when NODE_ENV=production (any client could pick its address with X-Forwarded-For); set the number of proxies in front (e.g. 1) or their addresses/CIDRs (e.g. 10.0.0.0/8)',
+  ]);
+  t.equal(typeof (await load('1')).trustProxy, 'function');
+  t.equal((await load('10.0.0.0/8')).trustProxy, '10.0.0.0/8');
 });
 
 t.test('the settings reach the app: token lifetimes and bcrypt cost', async (t) => {

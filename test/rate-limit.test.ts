@@ -131,6 +131,15 @@ t.test('TRUST_PROXY: X-Forwarded-For tells clients apart', async (t) => {
   counted(t, second, 3, 2, 'second client');
 });
 
+t.test('TRUST_PROXY: an X-Forwarded-For that is no address counts against the socket address, not a fresh bucket', async (t) => {
+  const app = await build(t, { env: { TRUST_PROXY: 'true', RATE_LIMIT_ANON_PER_MIN: '3' } });
+  const from = (forwarded: string) => app.inject({ ...anonymousRequests[1]!, headers: { 'x-forwarded-for': forwarded } });
+  counted(t, await from('evil'), 3, 2, 'evil');
+  counted(t, await from('evil2'), 3, 1, 'another name, the same bucket');
+  counted(t, await app.inject(anonymousRequests[1]!), 3, 0, 'the proxy itself (127.0.0.1), the same bucket');
+  limited(t, await from('not-an-address'), 3);
+});
+
 t.test('without TRUST_PROXY, X-Forwarded-For is ignored', async (t) => {
   const app = await build(t, { env: { RATE_LIMIT_ANON_PER_MIN: '3' } });
   for (let i = 0; i < 3; i++) {
