@@ -34,6 +34,12 @@ export interface AppConfig {
   corsOrigins: string[];
   rateLimitAnonPerMin: number;
   rateLimitMePerMin: number;
+  /** Register, login and reset requests a minute per client address (IPv6 per /56). */
+  rateLimitPasswordPerMin: number;
+  /** Wrong passwords for one account in the window before the addresses they came from are refused. */
+  signInAccountFailures: number;
+  /** Seconds from an account's first counted failure until its count starts again. */
+  signInFailureWindowS: number;
   /** How long SIGTERM waits for requests in flight before the process exits anyway (non-zero). */
   shutdownTimeoutMs: number;
   /** Days deletions are remembered for incremental sync; older sync tokens are refused (410). */
@@ -46,6 +52,8 @@ export interface AppConfig {
   argon2Parallelism: number;
   /** Password jobs that may wait for a worker thread; past it register, login and reset answer 503. */
   passwordQueueLimit: number;
+  /** Of those, how many one client address may hold; past it that client's next is 503. */
+  passwordQueuePerClient: number;
   /** Whether the service records metrics and serves /metrics (METRICS_ENABLED). */
   metricsEnabled: boolean;
   /** Bearer token /metrics requires; null leaves it open outside production and 404 in production. */
@@ -299,6 +307,9 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     corsOrigins: read.text('CORS_ORIGINS', '').split(',').map((o) => o.trim()).filter(Boolean),
     rateLimitAnonPerMin: read.integer('RATE_LIMIT_ANON_PER_MIN', 20, 1, 1_000_000),
     rateLimitMePerMin: read.integer('RATE_LIMIT_ME_PER_MIN', 5, 1, 1_000_000),
+    rateLimitPasswordPerMin: read.integer('RATE_LIMIT_PASSWORD_PER_MIN', 5, 1, 1_000_000),
+    signInAccountFailures: read.integer('SIGN_IN_ACCOUNT_FAILURES', 10, 1, 1_000_000),
+    signInFailureWindowS: read.integer('SIGN_IN_FAILURE_WINDOW_S', 900, 1, 86_400),
     shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 1, 600_000),
     syncTombstoneDays: read.integer('SYNC_TOMBSTONE_DAYS', 30, 1, 3650),
     passwordHash: read.oneOf('PASSWORD_HASH', 'bcrypt', PASSWORD_HASH_ALGORITHMS),
@@ -306,6 +317,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     argon2TimeCost: read.integer('ARGON2_TIME_COST', 2, 1, 20),
     argon2Parallelism: read.integer('ARGON2_PARALLELISM', 1, 1, 16),
     passwordQueueLimit: read.integer('PASSWORD_QUEUE_LIMIT', 64, 1, 100_000),
+    passwordQueuePerClient: read.integer('PASSWORD_QUEUE_PER_CLIENT', 4, 1, 100_000),
     metricsEnabled: read.boolean('METRICS_ENABLED', true),
     metricsToken,
     tracing: tracing(read),
