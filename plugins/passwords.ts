@@ -155,7 +155,7 @@ class FairQueue {
   shift(): Job | undefined {
     let next: [string, Job[]] | undefined;
     for (const entry of this.waiting) {
-      if (!next || this.asked.get(entry[0])! < this.asked.get(next[0])!) next = entry;
+      if (!next || (this.asked.get(entry[0]) ?? 0) < (this.asked.get(next[0]) ?? 0)) next = entry;
     }
     if (!next) return undefined;
     const [client, jobs] = next;
