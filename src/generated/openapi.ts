@@ -179,7 +179,10 @@ export type paths = {
          * Set a new password with a reset token
          * @description Sets the password, marks the e-mail verified, and ends every token of the user issued
          *     before it (access and refresh tokens alike). A token works once; a used token, or one
-         *     superseded by a newer reset mail, is refused.
+         *     superseded by a newer reset mail, is refused. The instance that answers refuses the old
+         *     tokens before it answers; the others learn of the reset through Redis at once, or, when
+         *     that message is lost, within 30 s (README, "Token checks"). It also clears the account's
+         *     count of wrong passwords (see `POST /api/auth/login`).
          */
         post: operations["resetPassword"];
         delete?: never;
@@ -1121,7 +1124,8 @@ export type components = {
         };
         /**
          * @description The service cannot answer now and the request changed nothing: the database is not
-         *     reachable, or (register, login, reset) too many password hashes are already queued.
+         *     reachable, or (register, login, reset) too many password hashes are already queued, or
+         *     already queued for this client address (`PASSWORD_QUEUE_PER_CLIENT`).
          *     Retry after `Retry-After` seconds.
          */
         ServiceUnavailable: {
