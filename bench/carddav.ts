@@ -101,6 +101,7 @@ async function startService(work: string): Promise<Server> {
       LOG_LEVEL: 'warn',
       DATA_DIR: dataDir,
       RATE_LIMIT_ANON_PER_MIN: '1000000',
+      RATE_LIMIT_PASSWORD_PER_MIN: '1000000',
       ACCESS_TOKEN_TTL: '86400',
     },
     { path: '/readyz', status: 200 },

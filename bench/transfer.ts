@@ -49,6 +49,7 @@ async function startService(databaseUrl: string, dataDir: string): Promise<Start
       LOG_LEVEL: 'warn',
       DATA_DIR: dataDir,
       RATE_LIMIT_ANON_PER_MIN: '1000000',
+      RATE_LIMIT_PASSWORD_PER_MIN: '1000000',
       // e.g. --max-old-space-size=96: an export that held its rows would run out of heap.
       NODE_OPTIONS: values['node-options'],
     },

@@ -115,9 +115,13 @@ export const variables = {
     type: 'integer', minimum: 1, maximum: 100_000, default: 64,
     description: 'Password hashes and checks that may wait for a worker thread (one thread per core). Beyond it register, login and reset answer 503 `Too many password checks in progress` with `Retry-After`: the seconds the waiting work takes at the mean time per hash so far (at least 1).',
   },
+  PASSWORD_QUEUE_PER_CLIENT: {
+    type: 'integer', minimum: 1, maximum: 100_000, default: 4,
+    description: 'Of those, how many one client address (IPv6 per /56) may hold; its next is 503 as above. The queue serves the client that has asked least first ([limits.md](limits.md#sign-in)).',
+  },
   TRUST_PROXY: {
     type: 'string', mustBe: 'true, false, a hop count, or addresses, CIDRs or loopback/linklocal/uniquelocal', default: 'false', example: '1',
-    description: 'Take the client address from `X-Forwarded-For`, trusting that many proxies or those addresses (comma-separated). Set it behind a load balancer (compose.yaml has one: `1`), never when clients connect directly.',
+    description: 'Take the client address from `X-Forwarded-For`, trusting that many proxies or those addresses (comma-separated). Set it behind a load balancer (compose.yaml has one: `1`), never when clients connect directly. `true` (trust every hop) is refused with `NODE_ENV=production`, where any client could pick its address. A forwarded value that is no IP address counts as the proxy\'s own address.',
   },
   LOG_LEVEL: { type: 'string', enum: LOG_LEVELS, default: 'info', description: 'The least severe level logged.' },
   CORS_ORIGINS: { type: 'string', docDefault: 'empty', description: 'Comma-separated origins allowed by CORS; empty turns CORS off.' },
@@ -126,6 +130,18 @@ export const variables = {
     description: 'Requests a minute per client address without a valid access token.',
   },
   RATE_LIMIT_ME_PER_MIN: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 5, description: '`GET /api/users/me` requests a minute per user.' },
+  RATE_LIMIT_PASSWORD_PER_MIN: {
+    type: 'integer', minimum: 1, maximum: 1_000_000, default: 5,
+    description: 'Register, login and reset-password requests a minute per client address (IPv6 per /56), a bucket of their own.',
+  },
+  SIGN_IN_ACCOUNT_FAILURES: {
+    type: 'integer', minimum: 1, maximum: 1_000_000, default: 10,
+    description: 'Wrong passwords for one account within the window after which the addresses they came from get 429 for that account.',
+  },
+  SIGN_IN_FAILURE_WINDOW_S: {
+    type: 'integer', minimum: 1, maximum: 86_400, default: 900,
+    description: "That window, from the account's first counted failure, in seconds.",
+  },
   NODE_ENV: {
     type: 'string', default: 'development', example: 'production',
     description: '`production` requires a strong `JWT_SECRET` and keeps live links out of the logs.',

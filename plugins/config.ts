@@ -46,6 +46,12 @@ export interface AppConfig {
   corsOrigins: string[];
   rateLimitAnonPerMin: number;
   rateLimitMePerMin: number;
+  /** Register, login and reset requests a minute per client address (IPv6 per /56). */
+  rateLimitPasswordPerMin: number;
+  /** Wrong passwords for one account in the window before the addresses they came from are refused. */
+  signInAccountFailures: number;
+  /** Seconds from an account's first counted failure until its count starts again. */
+  signInFailureWindowS: number;
   /** How long SIGTERM waits for requests in flight before the process exits anyway (non-zero). */
   shutdownTimeoutMs: number;
   /** Days deletions are remembered for incremental sync; older sync tokens are refused (410). */
@@ -60,6 +66,8 @@ export interface AppConfig {
   argon2Parallelism: number;
   /** Password jobs that may wait for a worker thread; past it register, login and reset answer 503. */
   passwordQueueLimit: number;
+  /** Of those, how many one client address may hold; past it that client's next is 503. */
+  passwordQueuePerClient: number;
   /** Whether the service records metrics and serves /metrics (METRICS_ENABLED). */
   metricsEnabled: boolean;
   /** Bearer token /metrics requires; null leaves it open outside production and 404 in production. */
@@ -160,7 +168,7 @@ function isProxyAddress(entry: string): boolean {
 }
 
 /**
- * TRUST_PROXY: `true`, `false`, a hop count (trust that many proxies in front), or trusted proxy
+ * TRUST_PROXY: `true` (not in production), `false`, a hop count (trust that many proxies in front), or trusted proxy
  * addresses, CIDRs and named ranges, comma-separated; undefined when it is none of these, so the
  * problem is named here rather than thrown from inside Fastify.
  */
@@ -225,7 +233,12 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
   }
   const proxyList = env.TRUST_PROXY?.trim() ? env.TRUST_PROXY : variables.TRUST_PROXY.default;
   const proxies = trustProxy(proxyList);
-  if (proxies === undefined) {
+  if (proxies === true && nodeEnv === 'production') {
+    // Every client would choose its own address, and with it its rate-limit bucket, by sending X-Forwarded-For.
+    problems.push(
+      'TRUST_PROXY=true is refused when NODE_ENV=production (any client could pick its address with X-Forwarded-For); set the number of proxies in front (e.g. 1) or their addresses/CIDRs (e.g. 10.0.0.0/8)',
+    );
+  } else if (proxies === undefined) {
     const bad = proxyList.split(',').map((entry) => entry.trim()).find((entry) => !isProxyAddress(entry));
     problems.push(`TRUST_PROXY must be ${requirement(variables.TRUST_PROXY)}, got '${bad}'`);
   }
@@ -257,6 +270,9 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     corsOrigins: (values.CORS_ORIGINS ?? '').split(',').map((o) => o.trim()).filter(Boolean),
     rateLimitAnonPerMin: values.RATE_LIMIT_ANON_PER_MIN,
     rateLimitMePerMin: values.RATE_LIMIT_ME_PER_MIN,
+    rateLimitPasswordPerMin: values.RATE_LIMIT_PASSWORD_PER_MIN,
+    signInAccountFailures: values.SIGN_IN_ACCOUNT_FAILURES,
+    signInFailureWindowS: values.SIGN_IN_FAILURE_WINDOW_S,
     shutdownTimeoutMs: values.SHUTDOWN_TIMEOUT_MS,
     syncTombstoneDays: values.SYNC_TOMBSTONE_DAYS,
     largeOwnerContacts: values.LARGE_OWNER_CONTACTS,
@@ -265,6 +281,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     argon2TimeCost: values.ARGON2_TIME_COST,
     argon2Parallelism: values.ARGON2_PARALLELISM,
     passwordQueueLimit: values.PASSWORD_QUEUE_LIMIT,
+    passwordQueuePerClient: values.PASSWORD_QUEUE_PER_CLIENT,
     metricsEnabled: values.METRICS_ENABLED,
     metricsToken: values.METRICS_TOKEN ?? null,
     tracing: values.OTEL_EXPORTER_OTLP_ENDPOINT

@@ -59,7 +59,8 @@ export default fp(
       routePrefix: '/docs',
       staticCSP: DOCS_CSP,
       validatorUrl: false,
-      uiConfig: { persistAuthorization: true, displayRequestDuration: true },
+      // In production a bearer token must not outlive the tab in localStorage, where any script of the origin reads it.
+      uiConfig: { persistAuthorization: app.config.nodeEnv !== 'production', displayRequestDuration: true },
       // "Try it out" calls the server that served the page, whatever address it is reached at.
       transformSpecification: (document) => ({ ...document, servers: [{ url: '/', description: 'This server' }] }),
       transformSpecificationClone: false,

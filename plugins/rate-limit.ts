@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import fastifyRateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -17,7 +18,7 @@ const RATE_LIMITED = {
   name: 'contacts_rate_limited_total',
   help: 'Requests refused with 429, by the limit they exceeded.',
   labelNames: ['limit'],
-  series: [{ limit: 'anonymous' }, { limit: 'me' }],
+  series: [{ limit: 'anonymous' }, { limit: 'me' }, { limit: 'password' }],
 } as const;
 
 const WINDOW_MS = 60_000;
@@ -72,6 +73,23 @@ function decodedPath(url: string): string {
   }
 }
 
+/**
+ * The client's address: `request.ip`, unless a trusted proxy's X-Forwarded-For named something
+ * that is no address (`evil`), which would make a fresh bucket for every such value; then the
+ * socket's peer, the proxy itself.
+ */
+export function clientAddress(request: FastifyRequest): string {
+  return isIP(request.ip) ? request.ip : (request.socket.remoteAddress ?? '');
+}
+
+/** IPv6 clients of the password operations are grouped by /56: one household or site often holds a /56, and a /64 each costs an attacker nothing. */
+const PASSWORD_IPV6_PREFIX = 56;
+
+/** The client as the password operations count it: its bucket here, and its turn in the password queue (plugins/passwords.ts). */
+export function passwordClientOf(request: FastifyRequest): string {
+  return normalizeIP(clientAddress(request), PASSWORD_IPV6_PREFIX);
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     /**
@@ -89,7 +107,7 @@ declare module 'fastify' {
  */
 export default fp(
   async (app) => {
-    const { rateLimitAnonPerMin, rateLimitMePerMin, redisKeyPrefix } = app.config;
+    const { rateLimitAnonPerMin, rateLimitMePerMin, rateLimitPasswordPerMin, redisKeyPrefix } = app.config;
     const buckets = new WeakMap<FastifyRequest, Bucket>();
 
     // The library supplies the counting (Redis script or in-process LRU); which bucket a request
@@ -112,8 +130,10 @@ export default fp(
       // unlimited password guesses. Signature, type and expiry decide here; the database check
       // (deleted user, reset) stays with authentication, which answers 401.
       const claims = secured ? request.accessClaims() : null;
+      // Each of these costs a password hash: a tighter bucket of their own, whatever token is sent.
+      if (rateLimitScope === 'password') return { name: 'password', key: `password:${passwordClientOf(request)}`, max: rateLimitPasswordPerMin };
       // IPv6 clients are grouped by /64, the block one subscriber usually holds.
-      if (!claims) return { name: 'anonymous', key: `anon:${normalizeIP(request.ip)}`, max: rateLimitAnonPerMin };
+      if (!claims) return { name: 'anonymous', key: `anon:${normalizeIP(clientAddress(request))}`, max: rateLimitAnonPerMin };
       if (rateLimitScope === 'per-user') return { name: 'me', key: `user:${claims.sub}:${operationId}`, max: rateLimitMePerMin };
       return null;
     }
@@ -151,7 +171,7 @@ export default fp(
     });
 
     app.decorate('countFailedSignIn', (request: FastifyRequest, reply: FastifyReply) =>
-      countIn(request, reply, { name: 'anonymous', key: `anon:${normalizeIP(request.ip)}`, max: rateLimitAnonPerMin }),
+      countIn(request, reply, { name: 'anonymous', key: `anon:${normalizeIP(clientAddress(request))}`, max: rateLimitAnonPerMin }),
     );
   },
   { name: 'rate-limit', dependencies: ['config', 'redis', 'auth', 'metrics'], fastify: '5.x' },

@@ -9,7 +9,8 @@ import { registerOperations } from '../plugins/http/operations.js';
 import mailPlugin, { type MailOptions } from '../plugins/mail.js';
 import metricsPlugin from '../plugins/metrics.js';
 import passwordsPlugin from '../plugins/passwords.js';
-import rateLimitPlugin from '../plugins/rate-limit.js';
+import rateLimitPlugin, { clientAddress } from '../plugins/rate-limit.js';
+import signInThrottlePlugin from '../plugins/sign-in-throttle.js';
 import redisPlugin from '../plugins/redis.js';
 import type { Tracing } from '../plugins/tracing.js';
 import workerPoolPlugin from '../plugins/worker-pool.js';
@@ -48,6 +49,27 @@ const EXPOSED_HEADERS = [
   'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Content-Disposition', 'X-Request-Id',
 ];
 
+/**
+ * The URL as logged: verification and reset links carry their token in the query string, so a
+ * parameter whose name, decoded as the query parser decodes it (`%74oken` is `token`), contains
+ * "token" is logged as [REDACTED]; so is one whose name does not decode.
+ */
+function loggedUrl(url: string): string {
+  const start = url.indexOf('?');
+  if (start < 0) return url;
+  const pairs = url.slice(start + 1).split('&').map((pair) => {
+    const name = pair.split('=', 1)[0]!;
+    let decoded: string | null;
+    try {
+      decoded = decodeURIComponent(name.replaceAll('+', ' ')).toLowerCase();
+    } catch {
+      decoded = null;
+    }
+    return decoded === null || decoded.includes('token') ? `${name}=[REDACTED]` : pair;
+  });
+  return `${url.slice(0, start)}?${pairs.join('&')}`;
+}
+
 /** Builds the app: plugins in dependency order, one error handler, then every operation of openapi.yaml. */
 export async function buildApp(options: BuildOptions = {}): Promise<FastifyInstance> {
   const config = options.config ?? (await loadConfig());
@@ -61,8 +83,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
         censor: '[REDACTED]',
       },
       serializers: {
-        // Verification and reset links carry their token in the query string.
-        req: (req) => ({ method: req.method, url: req.url.replace(/([?&]token=)[^&]*/g, '$1[REDACTED]'), remoteAddress: req.ip }),
+        req: (req) => ({ method: req.method, url: loggedUrl(req.url), remoteAddress: clientAddress(req) }),
       },
     },
     ...httpServerOptions,
@@ -82,6 +103,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   await app.register(passwordsPlugin);
   await app.register(workerPoolPlugin);
   await app.register(rateLimitPlugin);
+  await app.register(signInThrottlePlugin);
   await app.register(mailPlugin, options.mail ?? {});
   await app.register(docsPlugin);
   await app.register(largeOwnersPlugin);

@@ -116,6 +116,9 @@ export async function testEnv(t: Teardown): Promise<Record<string, string>> {
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     JWT_SECRET: TEST_JWT_SECRET,
     BCRYPT_COST: '4',
+    // Test files register and log in many users from one address; test/rate-limit.test.ts and
+    // test/auth/sign-in-limits.test.ts set the password limit they check.
+    RATE_LIMIT_PASSWORD_PER_MIN: '1000000',
     DATA_DIR: dataDir,
     PUBLIC_BASE_URL: 'http://contacts.test',
   };

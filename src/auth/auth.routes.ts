@@ -1,3 +1,4 @@
+import { passwordClientOf } from '../../plugins/rate-limit.js';
 import type { OperationHandlers } from '../operation-types.js';
 import * as auth from './auth.service.js';
 
@@ -7,7 +8,7 @@ const NO_STORE = { 'Cache-Control': 'no-store' } as const;
 /** Handlers of the account operations in openapi.yaml. */
 export const authHandlers = {
   async registerUser(request) {
-    return { status: 201, body: await auth.registerUser(request.server, request.body) };
+    return { status: 201, body: await auth.registerUser(request.server, request.body, passwordClientOf(request)) };
   },
   async verifyEmail(request) {
     return { status: 200, body: await auth.verifyEmail(request.server, request.query.token) };
@@ -16,7 +17,7 @@ export const authHandlers = {
     return { status: 202, body: await auth.requestVerification(request.server, request.body.email) };
   },
   async login(request) {
-    return { status: 200, body: await auth.login(request.server, request.body.username, request.body.password), headers: NO_STORE };
+    return { status: 200, body: await auth.login(request.server, request.body.username, request.body.password, passwordClientOf(request)), headers: NO_STORE };
   },
   async refreshToken(request) {
     return { status: 200, body: await auth.refreshToken(request.server, request.body.refresh_token), headers: NO_STORE };
@@ -29,6 +30,6 @@ export const authHandlers = {
     return { status: 202, body: await auth.forgotPassword(request.server, request.body.email) };
   },
   async resetPassword(request) {
-    return { status: 200, body: await auth.resetPassword(request.server, request.body.token, request.body.password) };
+    return { status: 200, body: await auth.resetPassword(request.server, request.body.token, request.body.password, passwordClientOf(request)) };
   },
 } satisfies Partial<OperationHandlers>;

@@ -17,7 +17,7 @@ import {
 import { toUser, type User } from '../users/users.service.js';
 
 /** What the account operations need from the app. */
-export type AuthDeps = Pick<FastifyInstance, 'db' | 'config' | 'tokens' | 'mail' | 'passwords' | 'log'>;
+export type AuthDeps = Pick<FastifyInstance, 'db' | 'config' | 'tokens' | 'mail' | 'passwords' | 'signInThrottle' | 'log'>;
 
 type TokenPair = components['schemas']['TokenPair'];
 type Message = components['schemas']['Message'];
@@ -82,13 +82,21 @@ function resetMail(deps: AuthDeps, to: string, token: string): MailMessage {
   };
 }
 
-/** Creates an unverified user and mails the verification link. */
-export async function registerUser(deps: AuthDeps, input: { username: string; email: string; password: string }): Promise<User> {
+/**
+ * Creates an unverified user and mails the verification link. The password is hashed before the
+ * uniqueness check, so a taken username or e-mail answers 409 no sooner than a new one answers 201
+ * (openapi.yaml, registerUser).
+ */
+export async function registerUser(
+  deps: AuthDeps,
+  input: { username: string; email: string; password: string },
+  client: string,
+): Promise<User> {
   checkPasswordBytes(input.password);
+  const passwordHash = await deps.passwords.hash(input.password, client);
   const taken = await findTaken(deps.db, input.username, input.email);
   if (taken.username) throw new Conflict(USERNAME_TAKEN);
   if (taken.email) throw new Conflict(EMAIL_TAKEN);
-  const passwordHash = await deps.passwords.hash(input.password);
   let row;
   try {
     row = await insertUser(deps.db, { username: input.username, email: input.email, password_hash: passwordHash });
@@ -122,21 +130,36 @@ export async function requestVerification(deps: AuthDeps, email: string): Promis
   return { message: 'If an unverified account uses this address, a verification e-mail has been sent' };
 }
 
-/** Checks the password (username or e-mail, ignoring case) and issues a token pair; the refresh token replaces any stored before. */
-export async function login(deps: AuthDeps, username: string, password: string): Promise<TokenPair> {
+/** Whom failed sign-ins count against: the user whichever name was typed, else the name as typed, ignoring case. */
+function accountOf(user: { id: number } | undefined, login: string): string {
+  return user ? `user:${user.id}` : `name:${digest(login.toLowerCase())}`;
+}
+
+/**
+ * Checks the password (username or e-mail, ignoring case) and issues a token pair; the refresh
+ * token replaces any stored before. `client` is the address as the password limits count it;
+ * wrong passwords count against the account (openapi.yaml, login).
+ */
+export async function login(deps: AuthDeps, username: string, password: string, client: string): Promise<TokenPair> {
   const user = await findUserByLogin(deps.db, username);
+  const account = accountOf(user, username);
+  await deps.signInThrottle.check(account, client);
   // An unknown user or an oversize password still costs a compare, so neither answers sooner.
   if (!user || !passwordFits(password)) {
-    await deps.passwords.burn(password);
+    await deps.passwords.burn(password, client);
+    await deps.signInThrottle.failed(account, client);
     throw new Unauthorized(BAD_LOGIN);
   }
-  const check = await deps.passwords.verify(password, user.password_hash);
-  if (!check.ok) throw new Unauthorized(BAD_LOGIN);
+  const check = await deps.passwords.verify(password, user.password_hash, client);
+  if (!check.ok) {
+    await deps.signInThrottle.failed(account, client);
+    throw new Unauthorized(BAD_LOGIN);
+  }
   if (!user.is_verified) throw new Forbidden('Email not verified');
   let checkedHash = user.password_hash;
   if (check.needsRehash) {
     try {
-      const rehashed = await deps.passwords.hash(password);
+      const rehashed = await deps.passwords.hash(password, client);
       if (await replacePasswordHash(deps.db, user.id, checkedHash, rehashed)) checkedHash = rehashed;
     } catch (err) {
       deps.log.warn({ err, userId: user.id }, 'password rehash failed; the old hash stays valid');
@@ -187,17 +210,19 @@ async function issueResetToken(deps: AuthDeps, userId: number, email: string): P
 }
 
 /** Sets a new password with the latest reset token, once; ends every earlier token of the user. */
-export async function resetPassword(deps: AuthDeps, token: string, password: string): Promise<Message> {
+export async function resetPassword(deps: AuthDeps, token: string, password: string, client: string): Promise<Message> {
   checkPasswordBytes(password);
   const claims = deps.tokens.verify(token, 'reset');
   const user = claims ? await findUserById(deps.db, Number(claims.sub)) : undefined;
   const tokenHash = digest(token);
   if (!user || user.reset_token_hash !== tokenHash) throw new BadRequest(BAD_RESET);
-  const passwordHash = await deps.passwords.hash(password);
+  const passwordHash = await deps.passwords.hash(password, client);
   // Token issue times come from the wall clock (the jti), so the cut-off must too.
   const cutOff = await completePasswordReset(deps.db, user.id, tokenHash, passwordHash, () => new Date());
   if (!cutOff) throw new BadRequest(BAD_RESET);
   await deps.tokens.cutOffChanged(user.id);
+  // The owner proved the mailbox: guesses before the reset no longer hold the account.
+  await deps.signInThrottle.clear(accountOf(user, ''));
   // Tokens count as issued after the reset only from the next millisecond; answer no sooner, so a
   // login that follows the answer always gets tokens that work.
   while (Date.now() <= cutOff.getTime()) await sleep(1);

@@ -1,8 +1,8 @@
 import type { OperationHandlers } from '../operation-types.js';
 import * as avatars from './avatars.service.js';
 
-/** A name's bytes never change (every upload gets a new name), so caches may keep them for good. */
-const IMMUTABLE = 'public, max-age=31536000, immutable';
+/** A name's bytes never change, but a removed avatar must stop showing: caches keep it an hour at most (openapi.yaml). */
+const CACHE_CONTROL = 'public, max-age=3600';
 
 /** Handlers of the avatar operations in openapi.yaml. */
 export const avatarsHandlers = {
@@ -18,6 +18,6 @@ export const avatarsHandlers = {
   },
   async getAvatar(request) {
     const image = await avatars.getAvatarImage(request.server, request.params.name);
-    return { status: 200, body: image, headers: { 'Cache-Control': IMMUTABLE } };
+    return { status: 200, body: image, headers: { 'Cache-Control': CACHE_CONTROL } };
   },
 } satisfies Partial<OperationHandlers>;

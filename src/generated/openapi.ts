@@ -15,6 +15,12 @@ export type paths = {
          *     (`PUBLIC_BASE_URL/api/auth/verify-email?token=...`, valid for 7 days). Username and e-mail
          *     are unique ignoring case. A mail failure never fails registration; the user can ask for
          *     another link with `POST /api/auth/request-verification`.
+         *
+         *     A taken username or e-mail is 409 and says which, as clients of this contract rely on; the
+         *     username is named when both are taken. The password is hashed either way, so a 409 takes as
+         *     long as a 201 and the answer's timing tells no more than its body. Whether an e-mail
+         *     address has an account can still be learnt here, one guess per request, within the
+         *     per-address limit of the password operations (see `POST /api/auth/login`).
          */
         post: operations["registerUser"];
         delete?: never;
@@ -79,6 +85,17 @@ export type paths = {
          *     ignoring case. A wrong password is 401 whatever the verification state; an unverified user
          *     with the right password is 403. An unknown user takes as long as a wrong password.
          *     A multipart body carries only these two fields: a file part or extra fields are 422.
+         *
+         *     Guessing is bounded twice. Per client address, 5 password operations a minute (see Rate
+         *     limits). Per account (a user, whether named by username or e-mail; for an unknown name, the
+         *     name), after 10 wrong passwords within 15 minutes of the first (`SIGN_IN_ACCOUNT_FAILURES`,
+         *     `SIGN_IN_FAILURE_WINDOW_S`), each address that sent one of them gets 429 for that account
+         *     until the 15 minutes are over, without its password being checked. An address with no wrong
+         *     password for the account is still checked: a flood from elsewhere cannot lock the owner out,
+         *     and it costs the attacker one address per further guess. A reset of the password clears the
+         *     account's count. Unknown names are counted alike, so the 429 tells nothing about existence.
+         *     Password checks wait in one queue per instance that serves client addresses in turn, the
+         *     least served first (`PASSWORD_QUEUE_LIMIT`, `PASSWORD_QUEUE_PER_CLIENT`).
          */
         post: operations["login"];
         delete?: never;
@@ -162,7 +179,10 @@ export type paths = {
          * Set a new password with a reset token
          * @description Sets the password, marks the e-mail verified, and ends every token of the user issued
          *     before it (access and refresh tokens alike). A token works once; a used token, or one
-         *     superseded by a newer reset mail, is refused.
+         *     superseded by a newer reset mail, is refused. The instance that answers refuses the old
+         *     tokens before it answers; the others learn of the reset through Redis at once, or, when
+         *     that message is lost, within 30 s (README, "Token checks"). It also clears the account's
+         *     count of wrong passwords (see `POST /api/auth/login`).
          */
         post: operations["resetPassword"];
         delete?: never;
@@ -293,8 +313,10 @@ export type paths = {
         /**
          * An avatar image
          * @description The URL a user's `avatar` holds. Needs no token and is never rate limited. Avatars are kept
-         *     in the database, so every instance serves every one. A name is never reused, so the image
-         *     may be cached for good; any name that is not a user's current avatar is 404.
+         *     in the database, so every instance serves every one. A name is never reused, but an avatar
+         *     that is replaced or removed must stop showing: caches may keep the image for one hour
+         *     (`max-age=3600`, not `immutable`), after which they ask again and get 404. Any name that is
+         *     not a user's current avatar is 404.
          */
         get: operations["getAvatar"];
         put?: never;
@@ -1102,7 +1124,8 @@ export type components = {
         };
         /**
          * @description The service cannot answer now and the request changed nothing: the database is not
-         *     reachable, or (register, login, reset) too many password hashes are already queued.
+         *     reachable, or (register, login, reset) too many password hashes are already queued, or
+         *     already queued for this client address (`PASSWORD_QUEUE_PER_CLIENT`).
          *     Retry after `Retry-After` seconds.
          */
         ServiceUnavailable: {
@@ -1887,8 +1910,8 @@ export interface operations {
             /** @description The 256×256 WebP image. */
             200: {
                 headers: {
-                    /** @description Always `public, max-age=31536000, immutable`; the bytes behind a name never change. */
-                    "Cache-Control": "public, max-age=31536000, immutable";
+                    /** @description Always `public, max-age=3600`; a removed or replaced avatar leaves caches within the hour. */
+                    "Cache-Control": "public, max-age=3600";
                     [name: string]: unknown;
                 };
                 content: {

@@ -6,7 +6,7 @@ export const operationTable = {
     "method": "POST",
     "url": "/api/auth/register",
     "secured": false,
-    "rateLimit": null,
+    "rateLimit": "password",
     "cacheTtl": null,
     "weakEtag": false,
     "requestContentTypes": [
@@ -429,7 +429,7 @@ export const operationTable = {
     "method": "POST",
     "url": "/api/auth/login",
     "secured": false,
-    "rateLimit": null,
+    "rateLimit": "password",
     "cacheTtl": null,
     "weakEtag": false,
     "requestContentTypes": [
@@ -1003,7 +1003,7 @@ export const operationTable = {
     "method": "POST",
     "url": "/api/auth/reset-password",
     "secured": false,
-    "rateLimit": null,
+    "rateLimit": "password",
     "cacheTtl": null,
     "weakEtag": false,
     "requestContentTypes": [

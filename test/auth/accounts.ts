@@ -5,11 +5,11 @@ import { v7 as uuidV7 } from 'uuid';
 import { build, type BuildTestOptions, TEST_JWT_SECRET, type Teardown } from '../helper.js';
 
 /**
- * The app with the anonymous limit out of the way: these tests make many anonymous calls from
- * one address. The rate-limit tests set their own limits.
+ * The app with the anonymous limit and the per-account failure limit out of the way: these tests
+ * make many anonymous calls and wrong guesses from one address. The limits' own tests set them.
  */
 export function buildAccountsApp(t: Teardown, options: BuildTestOptions = {}): Promise<FastifyInstance> {
-  return build(t, { ...options, env: { RATE_LIMIT_ANON_PER_MIN: '100000', ...options.env } });
+  return build(t, { ...options, env: { RATE_LIMIT_ANON_PER_MIN: '100000', SIGN_IN_ACCOUNT_FAILURES: '100000', ...options.env } });
 }
 
 let counter = 0;

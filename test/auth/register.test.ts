@@ -157,3 +157,33 @@ t.test('an injected transport replaces SMTP and the outbox', async (t) => {
   t.match(sent[0], { to: creds.email, subject: 'Verify your e-mail address', text: /http:\/\/contacts\.test\/api\/auth\/verify-email\?token=/ });
   t.equal(await readdir(app.config.outboxDir).then((files) => files.length, () => 0), 0, 'nothing in the outbox');
 });
+
+/** The median of `values`. */
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+t.test('a taken e-mail answers 409 no sooner than a new one answers 201: both take a hash', async (t) => {
+  // Cost 10 makes the hash (tens of ms) the bulk of a registration, as in production.
+  const app = await buildAccountsApp(t, { env: { BCRYPT_COST: '10' } });
+  const owner = credentials();
+  t.equal((await register(app, owner)).statusCode, 201);
+  const taken: number[] = [];
+  const fresh: number[] = [];
+  // Alternated, so the machine's load drifts alike over both.
+  for (let i = 0; i < 9; i++) {
+    let started = performance.now();
+    const conflict = await register(app, credentials({ email: owner.email }));
+    taken.push(performance.now() - started);
+    t.equal(conflict.statusCode, 409);
+    t.same(conflict.json(), { detail: 'Email already registered' });
+    started = performance.now();
+    t.equal((await register(app, credentials())).statusCode, 201);
+    fresh.push(performance.now() - started);
+  }
+  const ratio = median(taken) / median(fresh);
+  t.comment(`median taken ${median(taken).toFixed(1)} ms, new ${median(fresh).toFixed(1)} ms, ratio ${ratio.toFixed(2)}`);
+  // Before the fix a taken e-mail took about 1/20 of a new one.
+  t.ok(ratio > 0.5 && ratio < 2, `taken/new ratio ${ratio.toFixed(2)} within 0.5–2`);
+});

@@ -40,7 +40,14 @@ t.test('/docs serves Swagger UI and every asset it loads', async (t) => {
   const initializer = await app.inject({ method: 'GET', url: '/docs/static/swagger-initializer.js' });
   t.equal(initializer.statusCode, 200);
   t.match(initializer.body, 'validatorUrl: null', 'no online validator badge');
-  t.match(initializer.body, '"persistAuthorization":true');
+  t.match(initializer.body, '"persistAuthorization":true', 'outside production the token survives a reload');
+});
+
+t.test('in production Swagger UI keeps the bearer token in the page only, never in localStorage', async (t) => {
+  const app = await build(t, { env: { NODE_ENV: 'production' } });
+  const initializer = await app.inject({ method: 'GET', url: '/docs/static/swagger-initializer.js' });
+  t.equal(initializer.statusCode, 200);
+  t.match(initializer.body, '"persistAuthorization":false');
 });
 
 t.test('Swagger UI reads the contract with "Try it out" aimed at this server', async (t) => {

@@ -225,6 +225,7 @@ export function serviceEnv(databaseUrl: string, mailUrl: string, dataDir: string
     // The load is one user at full speed; limits are not what these tests are about.
     RATE_LIMIT_ANON_PER_MIN: '1000000',
     RATE_LIMIT_ME_PER_MIN: '1000000',
+    RATE_LIMIT_PASSWORD_PER_MIN: '1000000',
     ...extra,
   };
 }

@@ -61,7 +61,7 @@ t.test('every variable is read', async (t) => {
     ACCESS_TOKEN_TTL: '60',
     REFRESH_TOKEN_TTL: '3600',
     BCRYPT_COST: '10',
-    TRUST_PROXY: 'true',
+    TRUST_PROXY: '10.0.0.0/8',
     LOG_LEVEL: 'warn',
     CORS_ORIGINS: 'https://a.example, https://b.example',
     RATE_LIMIT_ANON_PER_MIN: '100',
@@ -72,6 +72,10 @@ t.test('every variable is read', async (t) => {
     ARGON2_TIME_COST: '1',
     ARGON2_PARALLELISM: '2',
     PASSWORD_QUEUE_LIMIT: '200',
+    PASSWORD_QUEUE_PER_CLIENT: '6',
+    RATE_LIMIT_PASSWORD_PER_MIN: '9',
+    SIGN_IN_ACCOUNT_FAILURES: '12',
+    SIGN_IN_FAILURE_WINDOW_S: '600',
     IMPORT_PARSE_TIMEOUT_MS: '4000',
     CACHE_MAX_ANSWER_BYTES: '65536',
     CACHE_USER_BYTES: '1048576',
@@ -90,7 +94,7 @@ t.test('every variable is read', async (t) => {
     accessTokenTtl: 60,
     refreshTokenTtl: 3600,
     bcryptCost: 10,
-    trustProxy: true,
+    trustProxy: '10.0.0.0/8',
     logLevel: 'warn',
     corsOrigins: ['https://a.example', 'https://b.example'],
     rateLimitAnonPerMin: 100,
@@ -101,6 +105,10 @@ t.test('every variable is read', async (t) => {
     argon2TimeCost: 1,
     argon2Parallelism: 2,
     passwordQueueLimit: 200,
+    passwordQueuePerClient: 6,
+    rateLimitPasswordPerMin: 9,
+    signInAccountFailures: 12,
+    signInFailureWindowS: 600,
     importParseTimeoutMs: 4000,
     cacheMaxAnswerBytes: 65_536,
     cacheUserBytes: 1_048_576,
@@ -144,6 +152,10 @@ t.test('a bad value stops loadConfig with a message naming the variable', async 
     [{ CACHE_MAX_ANSWER_BYTES: '16777217' }, 'CACHE_MAX_ANSWER_BYTES', /^CACHE_MAX_ANSWER_BYTES must be a whole number from 0 to 16777216, got '16777217'$/],
     [{ CACHE_USER_BYTES: '4 MiB' }, 'CACHE_USER_BYTES', /^CACHE_USER_BYTES /],
     [{ AVATAR_RENDER_QUEUE_LIMIT: '1001' }, 'AVATAR_RENDER_QUEUE_LIMIT', /^AVATAR_RENDER_QUEUE_LIMIT must be a whole number from 0 to 1000, got '1001'$/],
+    [{ PASSWORD_QUEUE_PER_CLIENT: '0' }, 'PASSWORD_QUEUE_PER_CLIENT', /^PASSWORD_QUEUE_PER_CLIENT must be a whole number from 1 to 100000, got '0'$/],
+    [{ RATE_LIMIT_PASSWORD_PER_MIN: '0' }, 'RATE_LIMIT_PASSWORD_PER_MIN', /^RATE_LIMIT_PASSWORD_PER_MIN must be a whole number from 1 to 1000000, got '0'$/],
+    [{ SIGN_IN_ACCOUNT_FAILURES: 'ten' }, 'SIGN_IN_ACCOUNT_FAILURES', /^SIGN_IN_ACCOUNT_FAILURES /],
+    [{ SIGN_IN_FAILURE_WINDOW_S: '86401' }, 'SIGN_IN_FAILURE_WINDOW_S', /^SIGN_IN_FAILURE_WINDOW_S must be a whole number from 1 to 86400, got '86401'$/],
   ];
   for (const [env, name, message] of cases) {
     const error = await loadConfig({ ...base, ...env }).then(() => null, (e: unknown) => e);
@@ -251,6 +263,18 @@ t.test('TRUST_PROXY takes true, false, a hop count or addresses', async (t) => {
     t.type(error, ConfigError, `TRUST_PROXY=${value} is refused`);
     t.strictSame((error as ConfigError).problems, [`TRUST_PROXY must be true, false, a hop count, or addresses, CIDRs or loopback/linklocal/uniquelocal, got '${bad}'`]);
   }
+});
+
+t.test('NODE_ENV=production refuses TRUST_PROXY=true, naming the alternatives; a hop count or addresses start', async (t) => {
+  const dataDir = await tempDir(t);
+  const load = (value: string) => loadConfig({ DATA_DIR: dataDir, NODE_ENV: 'production', JWT_SECRET: TEST_JWT_SECRET, TRUST_PROXY: value });
+  const error = await load('true').then(() => null, (e: unknown) => e);
+  t.type(error, ConfigError);
+  t.strictSame((error as ConfigError).problems, [
+    'TRUST_PROXY=true is refused when NODE_ENV=production (any client could pick its address with X-Forwarded-For); set the number of proxies in front (e.g. 1) or their addresses/CIDRs (e.g. 10.0.0.0/8)',
+  ]);
+  t.equal(typeof (await load('1')).trustProxy, 'function');
+  t.equal((await load('10.0.0.0/8')).trustProxy, '10.0.0.0/8');
 });
 
 t.test('the settings reach the app: token lifetimes and bcrypt cost', async (t) => {

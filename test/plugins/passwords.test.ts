@@ -72,48 +72,48 @@ const FAST_ARGON2 = { PASSWORD_HASH: 'argon2id', ARGON2_MEMORY_KIB: '1024', ARGO
 t.test('bcrypt known answers verify; a wrong password does not', async (t) => {
   const app = await passwordsApp(t, { BCRYPT_COST: '5' });
   for (const [password, hash] of BCRYPT_VECTORS) {
-    t.same(await app.passwords.verify(password, hash), { ok: true, needsRehash: false }, `${hash} is ${JSON.stringify(password)}`);
-    t.same(await app.passwords.verify(`${password}x`, hash), { ok: false, needsRehash: false }, `${hash} is not ${password}x`);
+    t.same(await app.passwords.verify(password, hash, 'test-client'), { ok: true, needsRehash: false }, `${hash} is ${JSON.stringify(password)}`);
+    t.same(await app.passwords.verify(`${password}x`, hash, 'test-client'), { ok: false, needsRehash: false }, `${hash} is not ${password}x`);
   }
-  t.same(await app.passwords.verify('U*U*', BCRYPT_VECTORS[0]![1]), { ok: false, needsRehash: false });
+  t.same(await app.passwords.verify('U*U*', BCRYPT_VECTORS[0]![1], 'test-client'), { ok: false, needsRehash: false });
 });
 
 t.test('a bcrypt hash never matches a password longer than 72 bytes, though bcrypt alone would', async (t) => {
   const app = await passwordsApp(t, { BCRYPT_COST: '5' });
   const [long, hash] = BCRYPT_LONG;
   t.equal(bcrypt.compareSync(long, hash), true, 'the vector is right: bcrypt reads 72 bytes');
-  t.same(await app.passwords.verify(long, hash), { ok: false, needsRehash: false });
-  await t.rejects(app.passwords.hash(long), RangeError, 'nor is it hashed, cut to 72 bytes');
+  t.same(await app.passwords.verify(long, hash, 'test-client'), { ok: false, needsRehash: false });
+  await t.rejects(app.passwords.hash(long, 'test-client'), RangeError, 'nor is it hashed, cut to 72 bytes');
 });
 
 t.test('argon2id known answers of the reference implementation verify; wrong passwords do not', async (t) => {
   const app = await passwordsApp(t, REFERENCE_ARGON2);
   for (const vector of ARGON2ID_VECTORS) {
     t.equal(phcString(vector), vector.phc, `the digest ${vector.hex.slice(0, 8)}… is test.c's string`);
-    const matches = await app.passwords.verify(vector.password, vector.phc);
+    const matches = await app.passwords.verify(vector.password, vector.phc, 'test-client');
     t.equal(matches.ok, true, `${vector.phc} is ${vector.password}`);
     t.equal(matches.needsRehash, vector.m !== 65536 || vector.t !== 2 || vector.p !== 1, 'rehash only when m, t or p differ from the settings');
-    t.same(await app.passwords.verify('passwore', vector.phc), { ok: false, needsRehash: false });
+    t.same(await app.passwords.verify('passwore', vector.phc, 'test-client'), { ok: false, needsRehash: false });
   }
   const [reference] = ARGON2ID_VECTORS;
-  t.same(await app.passwords.verify('Password', reference!.phc), { ok: false, needsRehash: false });
+  t.same(await app.passwords.verify('Password', reference!.phc, 'test-client'), { ok: false, needsRehash: false });
 });
 
 t.test('both schemes verify under either setting; the one not configured asks for a rehash', async (t) => {
   const [reference] = ARGON2ID_VECTORS;
   const [password, bcryptHash] = BCRYPT_VECTORS[0]!;
   const underBcrypt = await passwordsApp(t, { BCRYPT_COST: '5' });
-  t.same(await underBcrypt.passwords.verify('password', reference!.phc), { ok: true, needsRehash: true });
+  t.same(await underBcrypt.passwords.verify('password', reference!.phc, 'test-client'), { ok: true, needsRehash: true });
   const underArgon2 = await passwordsApp(t, REFERENCE_ARGON2);
-  t.same(await underArgon2.passwords.verify(password, bcryptHash), { ok: true, needsRehash: true });
+  t.same(await underArgon2.passwords.verify(password, bcryptHash, 'test-client'), { ok: true, needsRehash: true });
   const otherCost = await passwordsApp(t, { BCRYPT_COST: '4' });
-  t.same(await otherCost.passwords.verify(password, bcryptHash), { ok: true, needsRehash: true }, 'another bcrypt cost');
+  t.same(await otherCost.passwords.verify(password, bcryptHash, 'test-client'), { ok: true, needsRehash: true }, 'another bcrypt cost');
   for (const [setting, value] of [['ARGON2_MEMORY_KIB', '32768'], ['ARGON2_TIME_COST', '3'], ['ARGON2_PARALLELISM', '2']] as const) {
     const other = await passwordsApp(t, { ...REFERENCE_ARGON2, [setting]: value });
-    t.same(await other.passwords.verify('password', reference!.phc), { ok: true, needsRehash: true }, `another ${setting}`);
+    t.same(await other.passwords.verify('password', reference!.phc, 'test-client'), { ok: true, needsRehash: true }, `another ${setting}`);
   }
   // The same digest written without `v=` is version 0x10, which this service does not hash with.
-  t.same(await underArgon2.passwords.verify('password', reference!.phc.replace('v=19$', '')), { ok: false, needsRehash: false });
+  t.same(await underArgon2.passwords.verify('password', reference!.phc.replace('v=19$', ''), 'test-client'), { ok: false, needsRehash: false });
 });
 
 t.test('anything but a bcrypt or argon2id hash never matches', async (t) => {
@@ -131,28 +131,28 @@ t.test('anything but a bcrypt or argon2id hash never matches', async (t) => {
     '$2b$03$CCCCCCCCCCCCCCCCCCCCC.E5YPO9kmyuRGyh0XouQYb4YMJKvyOeW',
     '$argon2id$v=19$m=1024,t=1,p=1$c29tZXNhbHQ$AAAA',
   ];
-  for (const hash of stored) t.same(await app.passwords.verify('password', hash), { ok: false, needsRehash: false }, JSON.stringify(hash));
+  for (const hash of stored) t.same(await app.passwords.verify('password', hash, 'test-client'), { ok: false, needsRehash: false }, JSON.stringify(hash));
 });
 
 t.test('new hashes use the configured algorithm and parameters, with a fresh salt each time', async (t) => {
   const underBcrypt = await passwordsApp(t, { BCRYPT_COST: '5' });
-  const first = await underBcrypt.passwords.hash('correct-horse');
-  const second = await underBcrypt.passwords.hash('correct-horse');
+  const first = await underBcrypt.passwords.hash('correct-horse', 'test-client');
+  const second = await underBcrypt.passwords.hash('correct-horse', 'test-client');
   t.match(first, /^\$2b\$05\$[./A-Za-z0-9]{53}$/);
   t.not(first, second, 'salted');
-  t.same(await underBcrypt.passwords.verify('correct-horse', first), { ok: true, needsRehash: false });
+  t.same(await underBcrypt.passwords.verify('correct-horse', first, 'test-client'), { ok: true, needsRehash: false });
   t.equal(bcrypt.compareSync('correct-horse', first), true, 'readable by bcryptjs itself');
 
   const underArgon2 = await passwordsApp(t, { ...FAST_ARGON2, ARGON2_PARALLELISM: '2' });
-  const argon2 = await underArgon2.passwords.hash('correct-horse');
+  const argon2 = await underArgon2.passwords.hash('correct-horse', 'test-client');
   t.match(argon2, /^\$argon2id\$v=19\$m=1024,t=1,p=2\$[A-Za-z0-9+/]{22}\$[A-Za-z0-9+/]{43}$/, '16-byte salt, 32-byte digest');
-  t.not(argon2, await underArgon2.passwords.hash('correct-horse'), 'salted');
-  t.same(await underArgon2.passwords.verify('correct-horse', argon2), { ok: true, needsRehash: false });
-  t.same(await underArgon2.passwords.verify('correct-horsf', argon2), { ok: false, needsRehash: false });
-  t.same(await underBcrypt.passwords.verify('correct-horse', argon2), { ok: true, needsRehash: true }, 'and the bcrypt setting reads it');
+  t.not(argon2, await underArgon2.passwords.hash('correct-horse', 'test-client'), 'salted');
+  t.same(await underArgon2.passwords.verify('correct-horse', argon2, 'test-client'), { ok: true, needsRehash: false });
+  t.same(await underArgon2.passwords.verify('correct-horsf', argon2, 'test-client'), { ok: false, needsRehash: false });
+  t.same(await underBcrypt.passwords.verify('correct-horse', argon2, 'test-client'), { ok: true, needsRehash: true }, 'and the bcrypt setting reads it');
 
   const owaspDefaults = await passwordsApp(t, { PASSWORD_HASH: 'argon2id' });
-  t.match(await owaspDefaults.passwords.hash('correct-horse'), /^\$argon2id\$v=19\$m=19456,t=2,p=1\$/, 'OWASP defaults');
+  t.match(await owaspDefaults.passwords.hash('correct-horse', 'test-client'), /^\$argon2id\$v=19\$m=19456,t=2,p=1\$/, 'OWASP defaults');
 });
 
 t.test('burn spends a real compare under either algorithm and every setting', async (t) => {
@@ -165,7 +165,7 @@ t.test('burn spends a real compare under either algorithm and every setting', as
   ];
   for (const env of settings) {
     const app = await passwordsApp(t, env);
-    t.equal(await app.passwords.burn('anything'), undefined, JSON.stringify(env));
+    t.equal(await app.passwords.burn('anything', 'test-client'), undefined, JSON.stringify(env));
   }
 });
 
@@ -173,7 +173,7 @@ t.test('past PASSWORD_QUEUE_LIMIT waiting jobs, password work is refused with a 
   const app = await passwordsApp(t, { BCRYPT_COST: '12', PASSWORD_QUEUE_LIMIT: '1' });
   const jobs = availableParallelism() * 2 + 8;
   const results = await Promise.allSettled(
-    Array.from({ length: jobs }, (_, i) => (i % 3 === 0 ? app.passwords.hash('correct-horse') : i % 3 === 1 ? app.passwords.burn('x') : app.passwords.verify('x', BCRYPT_VECTORS[0]![1]))),
+    Array.from({ length: jobs }, (_, i) => (i % 3 === 0 ? app.passwords.hash('correct-horse', 'test-client') : i % 3 === 1 ? app.passwords.burn('x', 'test-client') : app.passwords.verify('x', BCRYPT_VECTORS[0]![1], 'test-client'))),
   );
   const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
   t.ok(refused.length >= 8, `at most threads + starting threads + 1 accepted; ${refused.length} of ${jobs} refused`);
@@ -184,7 +184,7 @@ t.test('past PASSWORD_QUEUE_LIMIT waiting jobs, password work is refused with a 
     const retryAfter = (reason as PasswordQueueFull).headers['Retry-After'];
     t.ok(Number.isInteger(retryAfter) && Number(retryAfter) >= 1, `Retry-After ${retryAfter} is a whole number of seconds, at least 1`);
   }
-  t.match(await app.passwords.hash('correct-horse'), /^\$2b\$12\$/, 'served once the queue drained');
+  t.match(await app.passwords.hash('correct-horse', 'test-client'), /^\$2b\$12\$/, 'served once the queue drained');
 });
 
 t.test('Retry-After is the time the waiting jobs take on the pool, rounded up, at least 1 second', async (t) => {
@@ -206,9 +206,9 @@ t.test('close ends every worker thread', async (t) => {
   await readFile(new URL(import.meta.url));
   const before = await threadCount();
   const app = await passwordsApp({ teardown: () => {}, fail: t.fail.bind(t) }, { BCRYPT_COST: '4' });
-  await Promise.all(Array.from({ length: 4 }, () => app.passwords.hash('correct-horse')));
+  await Promise.all(Array.from({ length: 4 }, () => app.passwords.hash('correct-horse', 'test-client')));
   t.ok((await threadCount()) > before, 'the pool runs threads');
   await app.close();
   t.equal(await threadCount(), before);
-  await t.rejects(app.passwords.hash('correct-horse'), 'a closed pool takes no work');
+  await t.rejects(app.passwords.hash('correct-horse', 'test-client'), 'a closed pool takes no work');
 });

@@ -44,17 +44,17 @@ const login = formBody({ username: 'nobody', password: 'wrong-password' });
 
 /** Anonymous requests to many different /api routes, all from one address. */
 const anonymousRequests: InjectOptions[] = [
-  { method: 'POST', url: '/api/auth/login', ...login },
+  { method: 'POST', url: '/api/auth/request-verification', payload: { email: 'nobody@example.com' } },
   { method: 'GET', url: '/api/auth/verify-email?token=nope' },
   { method: 'GET', url: '/api/contacts/' },
   { method: 'POST', url: '/api/auth/forgot-password', payload: { email: 'nobody@example.com' } },
   { method: 'POST', url: '/api/auth/refresh', payload: { refresh_token: 'nope' } },
   { method: 'GET', url: '/api/users/me' },
-  { method: 'POST', url: '/api/auth/register', payload: {} },
+  { method: 'DELETE', url: '/api/users/me/avatar' },
   { method: 'GET', url: '/api/no-such-route' },
 ];
 
-t.test('anonymous: 20 a minute per address, one bucket shared by every /api route', async (t) => {
+t.test('anonymous: 20 a minute per address, one bucket shared by every /api route but the password operations', async (t) => {
   const app = await build(t);
   const user = await userWithToken(app, 'limited_user');
   for (let i = 0; i < 20; i++) {
@@ -131,6 +131,15 @@ t.test('TRUST_PROXY: X-Forwarded-For tells clients apart', async (t) => {
   counted(t, second, 3, 2, 'second client');
 });
 
+t.test('TRUST_PROXY: an X-Forwarded-For that is no address counts against the socket address, not a fresh bucket', async (t) => {
+  const app = await build(t, { env: { TRUST_PROXY: 'true', RATE_LIMIT_ANON_PER_MIN: '3' } });
+  const from = (forwarded: string) => app.inject({ ...anonymousRequests[1]!, headers: { 'x-forwarded-for': forwarded } });
+  counted(t, await from('evil'), 3, 2, 'evil');
+  counted(t, await from('evil2'), 3, 1, 'another name, the same bucket');
+  counted(t, await app.inject(anonymousRequests[1]!), 3, 0, 'the proxy itself (127.0.0.1), the same bucket');
+  limited(t, await from('not-an-address'), 3);
+});
+
 t.test('without TRUST_PROXY, X-Forwarded-For is ignored', async (t) => {
   const app = await build(t, { env: { RATE_LIMIT_ANON_PER_MIN: '3' } });
   for (let i = 0; i < 3; i++) {
@@ -194,7 +203,7 @@ t.test('with Redis, instances share the counters, under REDIS_KEY_PREFIX', { ski
 });
 
 t.test('a token buys nothing on operations that do not require one (no login brute force)', async (t) => {
-  const app = await build(t, { env: { RATE_LIMIT_ANON_PER_MIN: '3' } });
+  const app = await build(t, { env: { RATE_LIMIT_PASSWORD_PER_MIN: '3' } });
   const user = await userWithToken(app, 'token_holder');
   for (let i = 0; i < 3; i++) {
     const res = await app.inject({ method: 'POST', url: '/api/auth/login', ...login, headers: { ...login.headers, ...bearer(user.token) } });
@@ -206,11 +215,31 @@ t.test('a token buys nothing on operations that do not require one (no login bru
 });
 
 t.test('a percent-encoded path counts like the path it routes to', async (t) => {
-  const app = await build(t, { env: { RATE_LIMIT_ANON_PER_MIN: '2' } });
+  const app = await build(t, { env: { RATE_LIMIT_ANON_PER_MIN: '2', RATE_LIMIT_PASSWORD_PER_MIN: '2' } });
   for (const url of ['/%61pi/auth/login', '/api/auth/login']) {
     const res = await app.inject({ method: 'POST', url, ...login });
     t.equal(res.statusCode, 401);
   }
   limited(t, await app.inject({ method: 'POST', url: '/%61pi/auth/login', ...login }), 2);
+  for (const url of ['/%61pi/no-such-route', '/api/no-such-route']) t.equal((await app.inject({ method: 'GET', url })).statusCode, 404);
   limited(t, await app.inject({ method: 'GET', url: '/%61pi/no-such-route' }), 2);
+});
+
+t.test('register, login and reset-password: a bucket of their own per address, IPv6 per /56', async (t) => {
+  const app = await build(t, { env: { RATE_LIMIT_PASSWORD_PER_MIN: '3', RATE_LIMIT_ANON_PER_MIN: '5' } });
+  const passwordRequests: InjectOptions[] = [
+    { method: 'POST', url: '/api/auth/login', ...login },
+    { method: 'POST', url: '/api/auth/register', payload: {} },
+    { method: 'POST', url: '/api/auth/reset-password', payload: { token: 'nope', password: 'long-enough-1' } },
+  ];
+  for (const [i, request] of passwordRequests.entries()) counted(t, await app.inject(request), 3, 2 - i, `${request.url}`);
+  limited(t, await app.inject(passwordRequests[0]!), 3);
+  counted(t, await app.inject(anonymousRequests[1]!), 5, 4, 'the anonymous bucket is untouched');
+
+  const from = (remoteAddress: string) => app.inject({ ...passwordRequests[0]!, remoteAddress });
+  counted(t, await from('2001:db8:0:100::1'), 3, 2, 'first address');
+  counted(t, await from('2001:db8:0:1ff:ffff::2'), 3, 1, 'same /56');
+  counted(t, await from('2001:db8:0:1aa::3'), 3, 0, 'same /56');
+  limited(t, await from('2001:db8:0:101::4'), 3);
+  counted(t, await from('2001:db8:0:200::1'), 3, 2, 'another /56');
 });
