@@ -4,7 +4,7 @@
  * the correct login's time and status, the flood's statuses, and the registrations' times and how
  * many were overtaken by a later one.
  *
- *   npx tsx scripts/bench-sign-in.ts [--cost 12] [--registrations 60]
+ *   npx tsx bench/sign-in.ts [--cost 12] [--registrations 60]
  *
  * Runs the service in this process on a throw-away embedded database (or DATABASE_URL/REDIS_URL
  * when set), with production's limits.
