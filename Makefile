@@ -39,6 +39,7 @@ test: install ## the whole test suite, on PostgreSQL + Redis and on the embedded
 check: install ## codegen and configuration-docs drift, types, lint, OpenAPI lint, container files
 	npm run codegen:check
 	npm run config:check
+	npm run format:check
 	npm run typecheck
 	npm run lint
 	npm run lint:openapi
