@@ -36,7 +36,7 @@ dev: install ## run from source, restarting on every change, with readable logs
 test: install ## the whole test suite, on PostgreSQL + Redis and on the embedded default
 	npm test
 
-check: install ## codegen and configuration-docs drift, types, lint, OpenAPI lint, container files
+check: install ## codegen and configuration-docs drift, formatting, types, lint, OpenAPI lint, container files
 	npm run codegen:check
 	npm run config:check
 	npm run format:check
