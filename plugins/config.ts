@@ -34,6 +34,21 @@ export interface AppConfig {
   corsOrigins: string[];
   rateLimitAnonPerMin: number;
   rateLimitMePerMin: number;
+  /** Per-user requests a minute of the `import`, `export`, `sync` (REST and CardDAV) and `avatar` buckets. */
+  rateLimitImportPerMin: number;
+  rateLimitExportPerMin: number;
+  rateLimitSyncPerMin: number;
+  rateLimitAvatarPerMin: number;
+  /** Exports one user may have in flight (spooling or sending) in one instance; past it 429. */
+  exportConcurrentPerUser: number;
+  /** Exports in flight in one instance; past it 503. */
+  exportConcurrentPerInstance: number;
+  /** Bytes of export spool files one instance holds at once; past it the export is 503. */
+  exportSpoolMaxBytes: number;
+  /** An export whose reader takes nothing for this long is cut, and its spool freed. */
+  exportSendTimeoutMs: number;
+  /** Contacts one user may have; a create past it is refused (409, or 507 over CardDAV). */
+  contactsMaxPerUser: number;
   /** How long SIGTERM waits for requests in flight before the process exits anyway (non-zero). */
   shutdownTimeoutMs: number;
   /** Days deletions are remembered for incremental sync; older sync tokens are refused (410). */
@@ -292,6 +307,15 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     corsOrigins: read.text('CORS_ORIGINS', '').split(',').map((o) => o.trim()).filter(Boolean),
     rateLimitAnonPerMin: read.integer('RATE_LIMIT_ANON_PER_MIN', 20, 1, 1_000_000),
     rateLimitMePerMin: read.integer('RATE_LIMIT_ME_PER_MIN', 5, 1, 1_000_000),
+    rateLimitImportPerMin: read.integer('RATE_LIMIT_IMPORT_PER_MIN', 10, 1, 1_000_000),
+    rateLimitExportPerMin: read.integer('RATE_LIMIT_EXPORT_PER_MIN', 10, 1, 1_000_000),
+    rateLimitSyncPerMin: read.integer('RATE_LIMIT_SYNC_PER_MIN', 120, 1, 1_000_000),
+    rateLimitAvatarPerMin: read.integer('RATE_LIMIT_AVATAR_PER_MIN', 10, 1, 1_000_000),
+    exportConcurrentPerUser: read.integer('EXPORT_CONCURRENT_PER_USER', 2, 1, 1000),
+    exportConcurrentPerInstance: read.integer('EXPORT_CONCURRENT_PER_INSTANCE', 8, 1, 10_000),
+    exportSpoolMaxBytes: read.integer('EXPORT_SPOOL_MAX_BYTES', 4_294_967_296, 1_048_576, 1_099_511_627_776),
+    exportSendTimeoutMs: read.integer('EXPORT_SEND_TIMEOUT_MS', 30_000, 100, 3_600_000),
+    contactsMaxPerUser: read.integer('CONTACTS_MAX_PER_USER', 100_000, 1, 10_000_000),
     shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 1, 600_000),
     syncTombstoneDays: read.integer('SYNC_TOMBSTONE_DAYS', 30, 1, 3650),
     passwordHash: read.oneOf('PASSWORD_HASH', 'bcrypt', PASSWORD_HASH_ALGORITHMS),

@@ -355,6 +355,8 @@ async function query({ app, request, reply, userId, resource }: DavContext, body
 async function syncCollection({ app, request, reply, userId, resource }: DavContext, body: XmlElement) {
   const depth = depthOf(request);
   if (depth !== null && depth !== '0') throw new DavError(400, 'sync-collection takes Depth 0');
+  // The same pages as GET /api/contacts/sync, so the same bucket (429 as a D:error).
+  await app.countPerUser(request, reply, 'sync', userId);
   const token = child(body, DAV, 'sync-token')?.text.trim() ?? '';
   const wanted = propertyRequestOf(body);
   let changes;

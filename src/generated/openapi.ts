@@ -218,6 +218,7 @@ export type paths = {
          *     - The answer's `avatar` is `PUBLIC_BASE_URL/avatars/<name>.webp`. The name is new at every
          *       upload; the previous image is gone at once (its URL answers 404).
          *     - A refused upload stores nothing and leaves the previous avatar in place.
+         *     - Limited to 10 uploads a minute per user (`RATE_LIMIT_AVATAR_PER_MIN`); past it 429.
          */
         put: operations["putAvatar"];
         post?: never;
@@ -368,6 +369,17 @@ export type paths = {
          *       (E.164), a number to a spreadsheet and never a call, it is written as it is stored.
          *
          *     No contact matching is not an error: an empty vCard file, or the CSV header alone.
+         *
+         *     Limits (each instance holds a spool file for each export until it is sent):
+         *     - 10 exports a minute per user (`RATE_LIMIT_EXPORT_PER_MIN`); past it 429.
+         *     - 2 exports in flight (being written or sent) per user and instance
+         *       (`EXPORT_CONCURRENT_PER_USER`); a third is 429 with `Retry-After`.
+         *     - 8 exports in flight per instance (`EXPORT_CONCURRENT_PER_INSTANCE`), and 4 GiB of spool
+         *       files at once (`EXPORT_SPOOL_MAX_BYTES`); past either the export is 503 with `Retry-After`,
+         *       and its spool is freed.
+         *     - A client that takes no bytes of the file for 30 s (`EXPORT_SEND_TIMEOUT_MS`) has its
+         *       connection closed, and the spool is freed: the file it got is cut short of its
+         *       `Content-Length`, so it can tell.
          */
         get: operations["exportContacts"];
         put?: never;
@@ -423,6 +435,7 @@ export type paths = {
          *       included; past it, or when 8 imports already wait for the thread, the answer is 503 with
          *       `Retry-After` and nothing is created.
          *     - Not cached; afterwards the user's cached lists are stale at once, as after any write.
+         *     - Limited to 10 imports a minute per user (`RATE_LIMIT_IMPORT_PER_MIN`); past it 429.
          */
         post: operations["importContacts"];
         delete?: never;
@@ -477,6 +490,10 @@ export type paths = {
          *
          *     Deletions are remembered for `SYNC_TOMBSTONE_DAYS` (30): a token older than that is 410, and
          *     the client starts a full sync again.
+         *
+         *     Limited to 120 pages a minute per user (`RATE_LIMIT_SYNC_PER_MIN`), shared with CardDAV's
+         *     `sync-collection` REPORT; past it 429. A client polling every few seconds stays far below it;
+         *     a full sync of 100,000 contacts at `limit=1000` is 100 pages.
          */
         get: operations["syncContacts"];
         put?: never;
@@ -1659,6 +1676,9 @@ export interface operations {
             /** @description The user, whose `avatar` is the new image's URL. */
             200: {
                 headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2108,6 +2128,9 @@ export interface operations {
             /** @description The contacts as one file. */
             200: {
                 headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     /** @description The file's size in bytes. */
                     "Content-Length": number;
                     /** @description `attachment; filename="contacts.vcf"` or `attachment; filename="contacts.csv"`. */
@@ -2182,6 +2205,9 @@ export interface operations {
             /** @description What was created, and why the other entries were not. */
             200: {
                 headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2319,6 +2345,9 @@ export interface operations {
             /** @description A page of changes. */
             200: {
                 headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
