@@ -11,7 +11,7 @@ import { WorkerPoolBusy, WorkerTimedOut } from '../../plugins/worker-pool.js';
 import type { components } from '../generated/openapi.js';
 import { operationTable } from '../generated/operations.js';
 import * as repository from './contacts.repository.js';
-import { applyContactRules, type ContactsDeps, DUPLICATE_EMAIL, invalidate, parseListing, toContact, writableFields } from './contacts.service.js';
+import { applyContactRules, type ContactsDeps, DUPLICATE_EMAIL, invalidate, parseListing, toContact, withinQuota, writableFields } from './contacts.service.js';
 import { csvHeader, csvRowOf } from './formats/csv.js';
 import type { ImportFields, ImportResult } from './formats/entries.js';
 import parseImport, { type ImportType, type ParseTask } from './formats/import-worker.js';
@@ -118,7 +118,7 @@ export async function importContacts(deps: ImportDeps, ownerId: number, type: Im
   const now = deps.now();
   const errors: ImportReport['errors'] = [];
   const valid: { entry: number; email: string }[] = [];
-  const contacts = [];
+  const contacts: repository.ContactFields[] = [];
   const emailsSeen = new Set<string>();
   for (const entry of parsed.entries) {
     const outcome = 'detail' in entry ? entry : createFields(entry.fields, now);
@@ -132,7 +132,19 @@ export async function importContacts(deps: ImportDeps, ownerId: number, type: Im
       contacts.push(outcome);
     }
   }
-  const inserted = contacts.length === 0 ? new Set<string>() : await repository.insertContacts(deps.db, ownerId, contacts, now);
+  // Counted whole: an import that would pass the quota writes nothing.
+  const inserted =
+    contacts.length === 0
+      ? new Set<string>()
+      : await withinQuota(
+          deps,
+          ownerId,
+          async (db) => {
+            const emails = await repository.insertContacts(db, ownerId, contacts, now);
+            return { result: emails, added: emails.size };
+          },
+          (max, had, adding) => `The import would take the contacts past the limit of ${max} per user (${had} now, ${adding} new in the file); nothing was imported`,
+        );
   if (inserted.size > 0) await invalidate(deps, ownerId);
   for (const { entry, email } of valid) {
     if (!inserted.has(email)) errors.push({ entry, detail: DUPLICATE_EMAIL });

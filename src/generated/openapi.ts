@@ -326,6 +326,11 @@ export type paths = {
          * Create a contact
          * @description The five fields are required; `additional_data` is optional. The e-mail is unique among the
          *     user's contacts ignoring case.
+         *
+         *     A user may have at most 100,000 contacts (`CONTACTS_MAX_PER_USER`), however they were
+         *     created (here, by import or by CardDAV); a create past it is 409 and writes nothing. The
+         *     count is exact: one user's creates are counted one after another, so concurrent creates
+         *     never take the user past it.
          */
         post: operations["createContact"];
         delete?: never;
@@ -436,6 +441,9 @@ export type paths = {
          *       `Retry-After` and nothing is created.
          *     - Not cached; afterwards the user's cached lists are stale at once, as after any write.
          *     - Limited to 10 imports a minute per user (`RATE_LIMIT_IMPORT_PER_MIN`); past it 429.
+         *     - The quota of `POST /api/contacts/` (`CONTACTS_MAX_PER_USER`, 100,000) counts the import
+         *       whole: when the contacts it would create (the valid entries whose e-mail is new) would
+         *       take the user past it, the import is 409 and creates nothing, not even the ones that fit.
          */
         post: operations["importContacts"];
         delete?: never;
@@ -2059,7 +2067,15 @@ export interface operations {
             };
             400: components["responses"]["MalformedJson"];
             401: components["responses"]["NotAuthenticated"];
-            409: components["responses"]["ContactConflict"];
+            /** @description Another of the user's contacts has this e-mail address (ignoring case), or the user already has `CONTACTS_MAX_PER_USER` contacts. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationError"];
@@ -2239,6 +2255,20 @@ export interface operations {
                 };
             };
             401: components["responses"]["NotAuthenticated"];
+            /** @description The contacts the import would create would take the user past `CONTACTS_MAX_PER_USER`; nothing was created. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "The import would take the contacts past the limit of 100000 per user (99990 now, 25 new in the file); nothing was imported"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The body is larger than 10 MiB, or it holds more than 10,000 entries or more than 100,000 blank lines. */
             413: {
                 headers: {

@@ -2762,6 +2762,18 @@ export const operationTable = {
             }
           }
         },
+        "409": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
         "413": {
           "type": "object",
           "required": [
