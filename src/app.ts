@@ -18,6 +18,7 @@ import { authHandlers } from './auth/auth.routes.js';
 import { carddavRoutes } from './carddav/carddav.routes.js';
 import { avatarsHandlers } from './avatars/avatars.routes.js';
 import { contactsHandlers } from './contacts/contacts.routes.js';
+import { ExportSlots } from './contacts/export-slots.js';
 import { declareTransferMetrics } from './contacts/transfer.service.js';
 import { migrations } from './db/migrations/index.js';
 import { docsHandlers } from './docs/docs.routes.js';
@@ -92,6 +93,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
     ...docsHandlers,
   };
   declareTransferMetrics(app.metrics);
+  app.decorate('exportSlots', new ExportSlots(config));
   registerOperations(app, operationTable, handlers);
   // WebDAV methods cannot be OpenAPI operations: the CardDAV face is routed on its own (docs/carddav.md).
   await app.register(carddavRoutes);

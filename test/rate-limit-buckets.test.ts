@@ -1,7 +1,8 @@
-import type { InjectOptions, LightMyRequestResponse } from 'fastify';
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
 import { davAs, davUser } from './carddav/dav-client.js';
 import { buildContactsApp, createUser, type TestUser } from './contacts/fixtures.js';
+import { build } from './helper.js';
 import { parseExposition, sampleValue } from './plugins/exposition.js';
 
 /** The per-user buckets of heavy work (openapi.yaml `x-rate-limit`), with a request that counts in each. */
@@ -15,7 +16,7 @@ type BucketName = keyof typeof BUCKETS;
 const NAMES = Object.keys(BUCKETS) as BucketName[];
 
 /** `name`'s request as `user`. */
-function call(app: Awaited<ReturnType<typeof buildContactsApp>>, user: TestUser, name: BucketName): Promise<LightMyRequestResponse> {
+function call(app: FastifyInstance, user: TestUser, name: BucketName): Promise<LightMyRequestResponse> {
   const { request } = BUCKETS[name];
   return app.inject({ ...request, headers: { ...('headers' in request ? request.headers : {}), authorization: `Bearer ${user.token}` } } as InjectOptions);
 }
@@ -68,7 +69,7 @@ t.test('import, export, sync and avatar upload: a bucket each per user, 429 past
 });
 
 t.test('the defaults: import 10, export 10, sync 120, avatar 10 a minute', async (t) => {
-  const app = await buildContactsApp(t);
+  const app = await build(t);
   const user = await createUser(app);
   const defaults: Record<BucketName, number> = { import: 10, export: 10, sync: 120, avatar: 10 };
   for (const name of NAMES) counted(t, await call(app, user, name), defaults[name], defaults[name] - 1, name);

@@ -2185,9 +2185,37 @@ export interface operations {
             };
             401: components["responses"]["NotAuthenticated"];
             422: components["responses"]["ValidationError"];
-            429: components["responses"]["TooManyRequests"];
+            /**
+             * @description The user's `RATE_LIMIT_EXPORT_PER_MIN` is spent (with the `X-RateLimit-*` headers), or
+             *     they already have `EXPORT_CONCURRENT_PER_USER` exports in flight on this instance.
+             */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            /**
+             * @description The database is not reachable, or this instance already has
+             *     `EXPORT_CONCURRENT_PER_INSTANCE` exports in flight, or the export's file would take its
+             *     spool files past `EXPORT_SPOOL_MAX_BYTES`. Nothing is kept; retry after `Retry-After` seconds.
+             */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     importContacts: {

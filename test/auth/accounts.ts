@@ -2,14 +2,14 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { v7 as uuidV7 } from 'uuid';
-import { build, type BuildTestOptions, TEST_JWT_SECRET, type Teardown } from '../helper.js';
+import { build, type BuildTestOptions, HEAVY_WORK_UNLIMITED, TEST_JWT_SECRET, type Teardown } from '../helper.js';
 
 /**
- * The app with the anonymous limit out of the way: these tests make many anonymous calls from
- * one address. The rate-limit tests set their own limits.
+ * The app with the anonymous and heavy-work limits out of the way: these tests make many anonymous
+ * calls from one address, and many uploads. The rate-limit tests set their own limits.
  */
 export function buildAccountsApp(t: Teardown, options: BuildTestOptions = {}): Promise<FastifyInstance> {
-  return build(t, { ...options, env: { RATE_LIMIT_ANON_PER_MIN: '100000', ...options.env } });
+  return build(t, { ...options, env: { RATE_LIMIT_ANON_PER_MIN: '100000', ...HEAVY_WORK_UNLIMITED, ...options.env } });
 }
 
 let counter = 0;
