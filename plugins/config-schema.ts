@@ -142,6 +142,33 @@ export const variables = {
     type: 'integer', minimum: 1, maximum: 86_400, default: 900,
     description: "That window, from the account's first counted failure, in seconds.",
   },
+  RATE_LIMIT_IMPORT_PER_MIN: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 10, description: 'Imports a minute per user.' },
+  RATE_LIMIT_EXPORT_PER_MIN: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 10, description: 'Exports a minute per user.' },
+  RATE_LIMIT_SYNC_PER_MIN: {
+    type: 'integer', minimum: 1, maximum: 1_000_000, default: 120,
+    description: 'Sync pages a minute per user, `GET /api/contacts/sync` and CardDAV `sync-collection` together.',
+  },
+  RATE_LIMIT_AVATAR_PER_MIN: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 10, description: 'Avatar uploads a minute per user.' },
+  EXPORT_CONCURRENT_PER_USER: {
+    type: 'integer', minimum: 1, maximum: 1000, default: 2,
+    description: 'Exports one user may have in flight (written or being sent) per instance; the next is 429.',
+  },
+  EXPORT_CONCURRENT_PER_INSTANCE: {
+    type: 'integer', minimum: 1, maximum: 10_000, default: 8,
+    description: 'Exports in flight per instance; the next is 503 with `Retry-After`.',
+  },
+  EXPORT_SPOOL_MAX_BYTES: {
+    type: 'integer', minimum: 1_048_576, maximum: 1_099_511_627_776, default: 4_294_967_296,
+    description: 'Bytes of export spool files (in the temporary directory) an instance holds at once; an export that would pass it is 503.',
+  },
+  EXPORT_SEND_TIMEOUT_MS: {
+    type: 'integer', minimum: 100, maximum: 3_600_000, default: 30_000,
+    description: 'An export whose client takes no bytes for this long is cut and its spool freed.',
+  },
+  CONTACTS_MAX_PER_USER: {
+    type: 'integer', minimum: 1, maximum: 10_000_000, default: 100_000,
+    description: 'Contacts one user may have; a create past it is 409 (507 over CardDAV), an import that would pass it creates nothing.',
+  },
   NODE_ENV: {
     type: 'string', default: 'development', example: 'production',
     description: '`production` requires a strong `JWT_SECRET` and keeps live links out of the logs.',

@@ -52,6 +52,21 @@ export interface AppConfig {
   signInAccountFailures: number;
   /** Seconds from an account's first counted failure until its count starts again. */
   signInFailureWindowS: number;
+  /** Per-user requests a minute of the `import`, `export`, `sync` (REST and CardDAV) and `avatar` buckets. */
+  rateLimitImportPerMin: number;
+  rateLimitExportPerMin: number;
+  rateLimitSyncPerMin: number;
+  rateLimitAvatarPerMin: number;
+  /** Exports one user may have in flight (spooling or sending) in one instance; past it 429. */
+  exportConcurrentPerUser: number;
+  /** Exports in flight in one instance; past it 503. */
+  exportConcurrentPerInstance: number;
+  /** Bytes of export spool files one instance holds at once; past it the export is 503. */
+  exportSpoolMaxBytes: number;
+  /** An export whose reader takes nothing for this long is cut, and its spool freed. */
+  exportSendTimeoutMs: number;
+  /** Contacts one user may have; a create past it is refused (409, or 507 over CardDAV). */
+  contactsMaxPerUser: number;
   /** How long SIGTERM waits for requests in flight before the process exits anyway (non-zero). */
   shutdownTimeoutMs: number;
   /** Days deletions are remembered for incremental sync; older sync tokens are refused (410). */
@@ -273,6 +288,15 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     rateLimitPasswordPerMin: values.RATE_LIMIT_PASSWORD_PER_MIN,
     signInAccountFailures: values.SIGN_IN_ACCOUNT_FAILURES,
     signInFailureWindowS: values.SIGN_IN_FAILURE_WINDOW_S,
+    rateLimitImportPerMin: values.RATE_LIMIT_IMPORT_PER_MIN,
+    rateLimitExportPerMin: values.RATE_LIMIT_EXPORT_PER_MIN,
+    rateLimitSyncPerMin: values.RATE_LIMIT_SYNC_PER_MIN,
+    rateLimitAvatarPerMin: values.RATE_LIMIT_AVATAR_PER_MIN,
+    exportConcurrentPerUser: values.EXPORT_CONCURRENT_PER_USER,
+    exportConcurrentPerInstance: values.EXPORT_CONCURRENT_PER_INSTANCE,
+    exportSpoolMaxBytes: values.EXPORT_SPOOL_MAX_BYTES,
+    exportSendTimeoutMs: values.EXPORT_SEND_TIMEOUT_MS,
+    contactsMaxPerUser: values.CONTACTS_MAX_PER_USER,
     shutdownTimeoutMs: values.SHUTDOWN_TIMEOUT_MS,
     syncTombstoneDays: values.SYNC_TOMBSTONE_DAYS,
     largeOwnerContacts: values.LARGE_OWNER_CONTACTS,

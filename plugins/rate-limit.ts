@@ -18,8 +18,15 @@ const RATE_LIMITED = {
   name: 'contacts_rate_limited_total',
   help: 'Requests refused with 429, by the limit they exceeded.',
   labelNames: ['limit'],
-  series: [{ limit: 'anonymous' }, { limit: 'me' }, { limit: 'password' }],
+  series: [
+    { limit: 'anonymous' }, { limit: 'password' }, { limit: 'me' }, { limit: 'import' }, { limit: 'export' }, { limit: 'sync' }, { limit: 'avatar' },
+  ],
 } as const;
+
+/** The per-user buckets an operation may name in `x-rate-limit`, each a label of RATE_LIMITED. */
+type PerUserBucket = Exclude<(typeof RATE_LIMITED)['series'][number]['limit'], 'anonymous' | 'password'>;
+/** The one per-address bucket an operation may name: the operations that cost a password hash. */
+const PASSWORD_BUCKET = 'password';
 
 const WINDOW_MS = 60_000;
 /** Buckets the in-process fallback remembers; the least recently used go first. */
@@ -97,18 +104,29 @@ declare module 'fastify' {
      * anonymous bucket of its client address, the one `/api` uses; throws TooManyRequests once it is full.
      */
     countFailedSignIn(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+    /** Counts a signed-in request outside `/api` (a CardDAV sync) against the user's bucket, as an operation naming it does. */
+    countPerUser(request: FastifyRequest, reply: FastifyReply, bucket: PerUserBucket, userId: number): Promise<void>;
   }
 }
 
 /**
  * Request limits per minute: without a valid access token, one bucket per client address shared
  * by every /api route; with one on a secured operation, only operations marked
- * `x-rate-limit: per-user` are limited, per user. Counters live in Redis when there is one, so every instance shares them.
+ * `x-rate-limit: {scope: per-user, bucket}` are limited, per user and bucket. Counters live in Redis
+ * when there is one, so every instance shares them.
  */
 export default fp(
   async (app) => {
-    const { rateLimitAnonPerMin, rateLimitMePerMin, rateLimitPasswordPerMin, redisKeyPrefix } = app.config;
+    const { rateLimitAnonPerMin, rateLimitPasswordPerMin, redisKeyPrefix } = app.config;
+    const perUserMax: Record<PerUserBucket, number> = {
+      me: app.config.rateLimitMePerMin,
+      import: app.config.rateLimitImportPerMin,
+      export: app.config.rateLimitExportPerMin,
+      sync: app.config.rateLimitSyncPerMin,
+      avatar: app.config.rateLimitAvatarPerMin,
+    };
     const buckets = new WeakMap<FastifyRequest, Bucket>();
+    const perUser = (bucket: PerUserBucket, userId: number | string): Bucket => ({ name: bucket, key: `user:${userId}:${bucket}`, max: perUserMax[bucket] });
 
     // The library supplies the counting (Redis script or in-process LRU); which bucket a request
     // falls in, and the answer when it is full, are decided here, before authentication runs.
@@ -119,23 +137,28 @@ export default fp(
       max: (request) => buckets.get(request)!.max,
       ...(app.redisClient ? { redis: app.redisClient, nameSpace: `${redisKeyPrefix}rate-limit:` } : {}),
     });
+    // A bucket named in openapi.yaml without a limit here would count against `undefined`.
+    app.addHook('onRoute', (route) => {
+      const bucket = route.config?.rateLimitBucket;
+      const known = bucket === PASSWORD_BUCKET ? route.config?.rateLimitScope === 'per-address' : bucket != null && bucket in perUserMax;
+      if (bucket != null && !known) throw new Error(`${route.url}: unknown rate-limit bucket '${bucket}' for its scope`);
+    });
     const count = app.createRateLimit();
     const rateLimited = app.metrics.counter(RATE_LIMITED);
 
     /** The bucket this request counts against, or null when it is not limited. */
     function bucketOf(request: FastifyRequest): Bucket | null {
       if (!isLimited(request)) return null;
-      const { operationId, secured, rateLimitScope } = request.routeOptions.config;
+      const { secured, rateLimitBucket } = request.routeOptions.config;
       // A token exempts only where it is required: on login, say, any token would otherwise buy
       // unlimited password guesses. Signature, type and expiry decide here; the database check
       // (deleted user, reset) stays with authentication, which answers 401.
       const claims = secured ? request.accessClaims() : null;
       // Each of these costs a password hash: a tighter bucket of their own, whatever token is sent.
-      if (rateLimitScope === 'password') return { name: 'password', key: `password:${passwordClientOf(request)}`, max: rateLimitPasswordPerMin };
+      if (rateLimitBucket === PASSWORD_BUCKET) return { name: 'password', key: `password:${passwordClientOf(request)}`, max: rateLimitPasswordPerMin };
       // IPv6 clients are grouped by /64, the block one subscriber usually holds.
       if (!claims) return { name: 'anonymous', key: `anon:${normalizeIP(clientAddress(request))}`, max: rateLimitAnonPerMin };
-      if (rateLimitScope === 'per-user') return { name: 'me', key: `user:${claims.sub}:${operationId}`, max: rateLimitMePerMin };
-      return null;
+      return rateLimitBucket ? perUser(rateLimitBucket as PerUserBucket, claims.sub) : null;
     }
 
     // Settled: right after a reconnection the odd command still fails, which is no new outage.
@@ -172,6 +195,9 @@ export default fp(
 
     app.decorate('countFailedSignIn', (request: FastifyRequest, reply: FastifyReply) =>
       countIn(request, reply, { name: 'anonymous', key: `anon:${normalizeIP(clientAddress(request))}`, max: rateLimitAnonPerMin }),
+    );
+    app.decorate('countPerUser', (request: FastifyRequest, reply: FastifyReply, bucket: PerUserBucket, userId: number) =>
+      countIn(request, reply, perUser(bucket, userId)),
     );
   },
   { name: 'rate-limit', dependencies: ['config', 'redis', 'auth', 'metrics'], fastify: '5.x' },

@@ -52,7 +52,8 @@ interface OperationEntry {
   url: string;
   /** Whether the operation requires an access token (`bearerAuth`). */
   secured: boolean;
-  rateLimit: string | null;
+  /** `x-rate-limit`: the bucket the operation counts against (per user, or per address); null when it counts in none. */
+  rateLimit: RateLimit | null;
   /** `x-cache-ttl`: seconds the answer is cached per user; null when it is not cached. */
   cacheTtl: number | null;
   /** `x-weak-etag`: the HTTP layer tags each 200 answer with a weak ETag of what it sends. */
@@ -68,6 +69,21 @@ interface OperationEntry {
   /** Content type of each success response; null for an empty one (204). */
   successContentTypes: Record<string, string | null>;
   schema: JsonObject;
+}
+
+interface RateLimit {
+  scope: 'per-user' | 'per-address';
+  bucket: string;
+}
+
+/** `x-rate-limit: {scope: per-user | per-address, bucket: <name>}`, checked: a misspelt extension would silently limit nothing. */
+function rateLimitOf(operationId: string, value: Json | undefined): RateLimit | null {
+  if (value === undefined) return null;
+  const { scope, bucket, ...rest } = (value ?? {}) as JsonObject;
+  if ((scope !== 'per-user' && scope !== 'per-address') || typeof bucket !== 'string' || !/^[a-z][a-z0-9-]*$/.test(bucket) || Object.keys(rest).length > 0) {
+    throw new Error(`${operationId}: x-rate-limit must be {scope: per-user or per-address, bucket: <lower-case name>}`);
+  }
+  return { scope, bucket };
 }
 
 /** Headers the HTTP layer sets itself, so handlers do not: X-Cache, and the ETag of `x-weak-etag` operations. */
@@ -168,7 +184,7 @@ function buildOperationTable(
         url: path.replace(/\{([^}]+)\}/g, ':$1'),
         // Only the access token makes an operation secured (app.authenticate); /metrics checks its own token.
         secured: ((op.security as Json[] | undefined) ?? globalSecurity).some((requirement) => 'bearerAuth' in (requirement as JsonObject)),
-        rateLimit: (op['x-rate-limit'] as string | undefined) ?? null,
+        rateLimit: rateLimitOf(operationId, op['x-rate-limit']),
         cacheTtl: (op['x-cache-ttl'] as number | undefined) ?? null,
         weakEtag: op['x-weak-etag'] === true,
         requestContentTypes,

@@ -20,6 +20,7 @@ import { carddavRoutes } from './carddav/carddav.routes.js';
 import { withDavFrameworkErrors } from './carddav/errors.js';
 import { avatarsHandlers } from './avatars/avatars.routes.js';
 import { contactsHandlers } from './contacts/contacts.routes.js';
+import { ExportSlots } from './contacts/export-slots.js';
 import largeOwnersPlugin from './contacts/large-owners.js';
 import { declareTransferMetrics } from './contacts/transfer.service.js';
 import { migrations } from './db/migrations/index.js';
@@ -118,6 +119,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
     ...docsHandlers,
   };
   declareTransferMetrics(app.metrics);
+  app.decorate('exportSlots', new ExportSlots(config));
   registerOperations(app, operationTable, handlers);
   // WebDAV methods cannot be OpenAPI operations: the CardDAV face is routed on its own (docs/carddav.md).
   await app.register(carddavRoutes);

@@ -134,6 +134,17 @@ export async function testEnv(t: Teardown): Promise<Record<string, string>> {
   return env;
 }
 
+/**
+ * The per-user buckets of heavy work out of the way, for tests that upload, import, export or sync
+ * more often than a client would; test/plugins/rate-limit-buckets.test.ts tests them.
+ */
+export const HEAVY_WORK_UNLIMITED = {
+  RATE_LIMIT_IMPORT_PER_MIN: '100000',
+  RATE_LIMIT_EXPORT_PER_MIN: '100000',
+  RATE_LIMIT_SYNC_PER_MIN: '100000',
+  RATE_LIMIT_AVATAR_PER_MIN: '100000',
+};
+
 export interface BuildTestOptions extends Omit<BuildOptions, 'config'> {
   /** Extra or overriding environment variables. */
   env?: Record<string, string>;

@@ -13,8 +13,8 @@ export interface OperationSpec {
   readonly url: string;
   /** Whether the operation requires an access token (`security` in openapi.yaml). */
   readonly secured: boolean;
-  /** `x-rate-limit` of the operation. */
-  readonly rateLimit: string | null;
+  /** `x-rate-limit`: the bucket the operation counts against, per user or per address (plugins/rate-limit.ts). */
+  readonly rateLimit: { readonly scope: 'per-user' | 'per-address'; readonly bucket: string } | null;
   /** `x-cache-ttl`: seconds a success answer is cached per user; null when it is not. */
   readonly cacheTtl: number | null;
   /** `x-weak-etag`: 200 answers carry a weak ETag of what they send. */
@@ -46,7 +46,9 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     operationId?: string;
     secured?: boolean;
-    rateLimitScope?: string | null;
+    /** `x-rate-limit`'s bucket and scope (not `rateLimit`: @fastify/rate-limit reads that key itself). */
+    rateLimitBucket?: string | null;
+    rateLimitScope?: 'per-user' | 'per-address' | null;
   }
 }
 
@@ -236,7 +238,7 @@ export function registerOperations(
       url: operation.url,
       ...(operation.bodyLimit !== null && { bodyLimit: operation.bodyLimit }),
       schema: operation.schema,
-      config: { operationId, secured: operation.secured, rateLimitScope: operation.rateLimit },
+      config: { operationId, secured: operation.secured, rateLimitBucket: operation.rateLimit?.bucket ?? null, rateLimitScope: operation.rateLimit?.scope ?? null },
       onRequest: operation.secured ? [app.authenticate] : [],
       preParsing: operation.requestContentTypes.length > 0 ? [checkContentType(operation)] : [],
       preValidation: [

@@ -15,6 +15,7 @@ import {
   listCardsWithText,
   putCard,
 } from '../contacts/cards.service.js';
+import { ContactQuotaExceeded } from '../contacts/contacts.service.js';
 import { findUserById } from '../users/users.repository.js';
 import { verifyAppPassword } from '../users/app-passwords.service.js';
 import { compileFilter, FilterRefused } from './address-data.js';
@@ -381,6 +382,8 @@ async function query({ app, request, reply, userId, resource }: DavContext, body
 async function syncCollection({ app, request, reply, userId, resource }: DavContext, body: XmlElement) {
   const depth = depthOf(request);
   if (depth !== null && depth !== '0') throw new DavError(400, 'sync-collection takes Depth 0');
+  // The same pages as GET /api/contacts/sync, so the same bucket (429 as a D:error).
+  await app.countPerUser(request, reply, 'sync', userId);
   const token = child(body, DAV, 'sync-token')?.text.trim() ?? '';
   const wanted = propertyRequestOf(body);
   let changes;
@@ -447,6 +450,8 @@ async function putCardRoute({ app, request, reply, userId }: DavContext, name: s
       throw new DavError(409, 'A card of this address book already has this UID', { ns: CARDDAV, name: 'no-uid-conflict', hrefs: [hrefs.card(userId, error.holder!)] });
     }
     if (error instanceof CardRefused) throw new DavError(403, error.message, { ns: CARDDAV, name: error.precondition });
+    // RFC 4331 §6: a quota is DAV:quota-not-exceeded with 507.
+    if (error instanceof ContactQuotaExceeded) throw new DavError(507, error.message, { ns: DAV, name: 'quota-not-exceeded' });
     throw error;
   }
 }

@@ -57,6 +57,47 @@ function columnValues(fields: ContactFields): Pick<Updateable<ContactsTable>, Wr
   );
 }
 
+/** The first key of the advisory locks on an owner's creates (the second is the owner's id). */
+const CREATES_LOCK = 21;
+
+/** A create that would leave the owner with more contacts than allowed; its transaction was rolled back. */
+export class OverQuota extends Error {
+  constructor(
+    /** The owner's contacts before the create. */
+    readonly had: number,
+    /** Contacts the create would have added. */
+    readonly adding: number,
+  ) {
+    super('over quota');
+  }
+}
+
+/**
+ * Runs `create` (inserts of the owner's contacts, returning how many it made) in one transaction
+ * that first takes the owner's create lock, so one owner's creates count one after another and
+ * can never overshoot `max` together; OverQuota (rolled back) when the owner then has more than
+ * `max`. Updates and deletes take no lock; a delete that has not committed yet still counts.
+ */
+export async function creatingWithin<T>(
+  db: Kysely<Database>,
+  ownerId: number,
+  max: number,
+  create: (trx: Kysely<Database>) => Promise<{ result: T; added: number }>,
+): Promise<T> {
+  return db.transaction().execute(async (trx) => {
+    await sql`select pg_advisory_xact_lock(${CREATES_LOCK}::integer, ${ownerId}::integer)`.execute(trx);
+    const { result, added } = await create(trx);
+    // The counting triggers (migration 008) have added this transaction's rows already.
+    const { n } = await trx
+      .selectFrom('contact_counts')
+      .where('owner_id', '=', ownerId)
+      .select(sql<number>`coalesce(sum(contacts), 0)::integer`.as('n'))
+      .executeTakeFirstOrThrow();
+    if (n > max) throw new OverQuota(n - added, added);
+    return result;
+  });
+}
+
 /** Inserts a contact owned by `ownerId`, stamped `now`; `fields` holds every required column (the create schema makes sure). */
 export async function insertContact(db: Kysely<Database>, ownerId: number, fields: ContactFields, now: Date): Promise<ContactRow> {
   return db
@@ -240,31 +281,29 @@ export async function* streamContacts(
 }
 
 /**
- * Inserts `contacts` for `ownerId` in one transaction, stamped `now`, skipping any whose e-mail the
+ * Inserts `contacts` for `ownerId` (in the caller's transaction: creatingWithin), stamped `now`, skipping any whose e-mail the
  * owner already has (ignoring case, also one committed meanwhile). Returns the e-mails of the rows
  * inserted, as given.
  */
 export async function insertContacts(db: Kysely<Database>, ownerId: number, contacts: readonly ContactFields[], now: Date): Promise<Set<string>> {
   // 1,000 rows of at most 10 parameters each stay far below PostgreSQL's 65,535 per statement.
   const CHUNK = 1000;
-  return db.transaction().execute(async (trx) => {
-    const inserted = new Set<string>();
-    for (let start = 0; start < contacts.length; start += CHUNK) {
-      const rows = await trx
-        .insertInto('contacts')
-        .values(
-          contacts
-            .slice(start, start + CHUNK)
-            .map((fields) => ({ ...(columnValues(fields) as Insertable<ContactsTable>), owner_id: ownerId, created_at: now, updated_at: now })),
-        )
-        .onConflict((conflict) => conflict.doNothing())
-        .returning('email')
-        .execute();
-      // An import entry always has an e-mail (the create rules).
-      for (const row of rows) inserted.add(row.email!);
-    }
-    return inserted;
-  });
+  const inserted = new Set<string>();
+  for (let start = 0; start < contacts.length; start += CHUNK) {
+    const rows = await db
+      .insertInto('contacts')
+      .values(
+        contacts
+          .slice(start, start + CHUNK)
+          .map((fields) => ({ ...(columnValues(fields) as Insertable<ContactsTable>), owner_id: ownerId, created_at: now, updated_at: now })),
+      )
+      .onConflict((conflict) => conflict.doNothing())
+      .returning('email')
+      .execute();
+    // An import entry always has an e-mail (the create rules).
+    for (const row of rows) inserted.add(row.email!);
+  }
+  return inserted;
 }
 
 /**

@@ -15,8 +15,8 @@ export type Contact = components['schemas']['Contact'];
 type ContactCreate = components['schemas']['ContactCreate'];
 type ContactPatch = components['schemas']['ContactPatch'];
 
-/** What the contacts service needs from the app. */
-export type ContactsDeps = Pick<FastifyInstance, 'db' | 'cache' | 'now' | 'largeOwners'>;
+/** What the contacts service needs from the app (`config` for CONTACTS_MAX_PER_USER). */
+export type ContactsDeps = Pick<FastifyInstance, 'db' | 'cache' | 'now' | 'config' | 'largeOwners'>;
 
 const ADDITIONAL_DATA_MAX_BYTES = 16 * 1024;
 const E164 = /^\+[1-9][0-9]{6,14}$/;
@@ -91,6 +91,28 @@ async function writing<T>(write: () => Promise<T>): Promise<T> {
   }
 }
 
+/** A create past CONTACTS_MAX_PER_USER: 409 on /api, 507 on /dav (docs/carddav.md). Nothing was written. */
+export class ContactQuotaExceeded extends Conflict {}
+
+/**
+ * Runs `create` within the owner's quota (repository.creatingWithin): exact, as one owner's creates
+ * take a lock in turn. `refusal` words the 409 from the contacts the owner had and the create's.
+ */
+export async function withinQuota<T>(
+  deps: ContactsDeps,
+  ownerId: number,
+  create: (db: ContactsDeps['db']) => Promise<{ result: T; added: number }>,
+  refusal: (max: number, had: number, adding: number) => string = (max) => `Contact limit reached: a user may have at most ${max} contacts`,
+): Promise<T> {
+  const max = deps.config.contactsMaxPerUser;
+  try {
+    return await repository.creatingWithin(deps.db, ownerId, max, create);
+  } catch (error) {
+    if (error instanceof repository.OverQuota) throw new ContactQuotaExceeded(refusal(max, error.had, error.adding));
+    throw error;
+  }
+}
+
 /** After a committed write: the owner's cached reads all miss from now on. */
 export async function invalidate(deps: ContactsDeps, ownerId: number): Promise<void> {
   await deps.cache.invalidate(ownerId);
@@ -110,7 +132,7 @@ function toPage(page: PageOf<ContactRow>): ContactPage {
  * Every create goes through this function or createContact: a rule on creates belongs in both.
  */
 export async function createFromCard(deps: ContactsDeps, ownerId: number, fields: ContactFields, card: repository.CardColumns, now: Date): Promise<repository.CardRow> {
-  const row = await repository.insertCardContact(deps.db, ownerId, fields, card, now);
+  const row = await withinQuota(deps, ownerId, async (db) => ({ result: await repository.insertCardContact(db, ownerId, fields, card, now), added: 1 }));
   if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
   return row;
 }
@@ -119,7 +141,7 @@ export async function createFromCard(deps: ContactsDeps, ownerId: number, fields
 export async function createContact(deps: ContactsDeps, ownerId: number, body: ContactCreate): Promise<Contact> {
   const now = deps.now();
   const fields = applyContactRules(writableFields(body), now);
-  const row = await writing(() => repository.insertContact(deps.db, ownerId, fields, now));
+  const row = await writing(() => withinQuota(deps, ownerId, async (db) => ({ result: await repository.insertContact(db, ownerId, fields, now), added: 1 })));
   await invalidate(deps, ownerId);
   if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
   return toContact(row);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { open, unlink } from 'node:fs/promises';
+import { type FileHandle, open, unlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
@@ -11,7 +11,8 @@ import { WorkerPoolBusy, WorkerTimedOut } from '../../plugins/worker-pool.js';
 import type { components } from '../generated/openapi.js';
 import { operationTable } from '../generated/operations.js';
 import * as repository from './contacts.repository.js';
-import { applyContactRules, type ContactsDeps, DUPLICATE_EMAIL, invalidate, parseListing, toContact, writableFields } from './contacts.service.js';
+import { applyContactRules, type ContactsDeps, DUPLICATE_EMAIL, invalidate, parseListing, toContact, withinQuota, writableFields } from './contacts.service.js';
+import { sentWithin } from './export-slots.js';
 import { csvHeader, csvRowOf } from './formats/csv.js';
 import type { ImportFields, ImportResult } from './formats/entries.js';
 import parseImport, { type ImportType, type ParseTask } from './formats/import-worker.js';
@@ -23,8 +24,8 @@ type ExportFormat = 'vcard' | 'csv';
 export type { ImportType };
 /** What an import needs from the app beyond the contacts' own. */
 /** Exports and imports also count what they move (`app.metrics`). */
-export type ExportDeps = ContactsDeps & Pick<FastifyInstance, 'metrics'>;
-export type ImportDeps = ExportDeps & Pick<FastifyInstance, 'workerPool' | 'config'>;
+export type ExportDeps = ContactsDeps & Pick<FastifyInstance, 'metrics' | 'exportSlots'>;
+export type ImportDeps = ContactsDeps & Pick<FastifyInstance, 'metrics' | 'workerPool'>;
 
 /** Rows per FETCH: one batch is all an export holds in memory. */
 const EXPORT_BATCH = 500;
@@ -81,29 +82,48 @@ interface ContactsFile {
  * the database's pace; the answer is sent from that file. So memory stays flat at any count, the
  * transaction ends before the answer starts (a slow or stalled download holds no connection), and
  * a database failure is an error answer (503), never a cut-off file. A bad expression is a 400.
+ * The export holds one of the instance's slots (deps.exportSlots) until its spool is closed: sent,
+ * its client gone, or cut after EXPORT_SEND_TIMEOUT_MS without the client taking a byte.
  */
 export async function exportContacts(deps: ExportDeps, ownerId: number, format: ExportFormat, query: string | undefined, sort: string): Promise<ContactsFile> {
   const { conditions, keys } = parseListing(query, sort);
   const { contentType, fileName, header, entry } = EXPORTS[format];
-  const spoolPath = path.join(os.tmpdir(), `contacts-export-${randomUUID()}`);
-  const spool = await open(spoolPath, 'wx+', 0o600);
-  // Unlinked at once: the open handle keeps it readable, and nothing is left behind however this ends.
-  await unlink(spoolPath);
+  const slot = deps.exportSlots.take(ownerId);
+  const spool = await openSpool().catch((error: unknown) => {
+    slot.release();
+    throw error;
+  });
   try {
-    if (header) await spool.write(header);
+    if (header) {
+      slot.grow(Buffer.byteLength(header));
+      await spool.write(header);
+    }
     let count = 0;
     for await (const rows of repository.streamContacts(deps.db, ownerId, conditions, keys, EXPORT_BATCH)) {
-      await spool.write(rows.map((row) => entry(toContact(row))).join(''));
+      const text = rows.map((row) => entry(toContact(row))).join('');
+      // Counted before it is written: the cap bounds what the disk holds.
+      slot.grow(Buffer.byteLength(text));
+      await spool.write(text);
       count += rows.length;
     }
     deps.metrics.counter(EXPORTED_CONTACTS).inc({ format }, count);
     const { size } = await spool.stat();
-    // The read stream closes the handle when it ends or the client goes away.
-    return { contentType, fileName, size, content: spool.createReadStream({ start: 0 }) };
+    // The read stream closes the handle when it ends or the client goes away; that frees the slot.
+    const content = sentWithin(spool.createReadStream({ start: 0 }), deps.config.exportSendTimeoutMs, slot.release);
+    return { contentType, fileName, size, content };
   } catch (error) {
+    slot.release();
     await spool.close();
     throw error;
   }
+}
+
+/** A private temporary file, already unlinked: the open handle keeps it, and nothing is left behind however the export ends. */
+async function openSpool(): Promise<FileHandle> {
+  const spoolPath = path.join(os.tmpdir(), `contacts-export-${randomUUID()}`);
+  const spool = await open(spoolPath, 'wx+', 0o600);
+  await unlink(spoolPath);
+  return spool;
 }
 
 /**
@@ -118,7 +138,7 @@ export async function importContacts(deps: ImportDeps, ownerId: number, type: Im
   const now = deps.now();
   const errors: ImportReport['errors'] = [];
   const valid: { entry: number; email: string }[] = [];
-  const contacts = [];
+  const contacts: repository.ContactFields[] = [];
   const emailsSeen = new Set<string>();
   for (const entry of parsed.entries) {
     const outcome = 'detail' in entry ? entry : createFields(entry.fields, now);
@@ -132,7 +152,19 @@ export async function importContacts(deps: ImportDeps, ownerId: number, type: Im
       contacts.push(outcome);
     }
   }
-  const inserted = contacts.length === 0 ? new Set<string>() : await repository.insertContacts(deps.db, ownerId, contacts, now);
+  // Counted whole: an import that would pass the quota writes nothing.
+  const inserted =
+    contacts.length === 0
+      ? new Set<string>()
+      : await withinQuota(
+          deps,
+          ownerId,
+          async (db) => {
+            const emails = await repository.insertContacts(db, ownerId, contacts, now);
+            return { result: emails, added: emails.size };
+          },
+          (max, had, adding) => `The import would take the contacts past the limit of ${max} per user (${had} now, ${adding} new in the file); nothing was imported`,
+        );
   if (inserted.size > 0) {
     await invalidate(deps, ownerId);
     deps.largeOwners.check(ownerId);

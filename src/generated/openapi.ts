@@ -238,6 +238,7 @@ export type paths = {
          *     - The answer's `avatar` is `PUBLIC_BASE_URL/avatars/<name>.webp`. The name is new at every
          *       upload; the previous image is gone at once (its URL answers 404).
          *     - A refused upload stores nothing and leaves the previous avatar in place.
+         *     - Limited to 10 uploads a minute per user (`RATE_LIMIT_AVATAR_PER_MIN`); past it 429.
          */
         put: operations["putAvatar"];
         post?: never;
@@ -347,6 +348,11 @@ export type paths = {
          * Create a contact
          * @description The five fields are required; `additional_data` is optional. The e-mail is unique among the
          *     user's contacts ignoring case.
+         *
+         *     A user may have at most 100,000 contacts (`CONTACTS_MAX_PER_USER`), however they were
+         *     created (here, by import or by CardDAV); a create past it is 409 and writes nothing. The
+         *     count is exact: one user's creates are counted one after another, so concurrent creates
+         *     never take the user past it.
          */
         post: operations["createContact"];
         delete?: never;
@@ -390,6 +396,17 @@ export type paths = {
          *       (E.164), a number to a spreadsheet and never a call, it is written as it is stored.
          *
          *     No contact matching is not an error: an empty vCard file, or the CSV header alone.
+         *
+         *     Limits (each instance holds a spool file for each export until it is sent):
+         *     - 10 exports a minute per user (`RATE_LIMIT_EXPORT_PER_MIN`); past it 429.
+         *     - 2 exports in flight (being written or sent) per user and instance
+         *       (`EXPORT_CONCURRENT_PER_USER`); a third is 429 with `Retry-After`.
+         *     - 8 exports in flight per instance (`EXPORT_CONCURRENT_PER_INSTANCE`), and 4 GiB of spool
+         *       files at once (`EXPORT_SPOOL_MAX_BYTES`); past either the export is 503 with `Retry-After`,
+         *       and its spool is freed.
+         *     - A client that takes no bytes of the file for 30 s (`EXPORT_SEND_TIMEOUT_MS`) has its
+         *       connection closed, and the spool is freed: the file it got is cut short of its
+         *       `Content-Length`, so it can tell.
          */
         get: operations["exportContacts"];
         put?: never;
@@ -445,6 +462,10 @@ export type paths = {
          *       included; past it, or when 8 imports already wait for the thread, the answer is 503 with
          *       `Retry-After` and nothing is created.
          *     - Not cached; afterwards the user's cached lists are stale at once, as after any write.
+         *     - Limited to 10 imports a minute per user (`RATE_LIMIT_IMPORT_PER_MIN`); past it 429.
+         *     - The quota of `POST /api/contacts/` (`CONTACTS_MAX_PER_USER`, 100,000) counts the import
+         *       whole: when the contacts it would create (the valid entries whose e-mail is new) would
+         *       take the user past it, the import is 409 and creates nothing, not even the ones that fit.
          */
         post: operations["importContacts"];
         delete?: never;
@@ -499,6 +520,10 @@ export type paths = {
          *
          *     Deletions are remembered for `SYNC_TOMBSTONE_DAYS` (30): a token older than that is 410, and
          *     the client starts a full sync again.
+         *
+         *     Limited to 120 pages a minute per user (`RATE_LIMIT_SYNC_PER_MIN`), shared with CardDAV's
+         *     `sync-collection` REPORT; past it 429. A client polling every few seconds stays far below it;
+         *     a full sync of 100,000 contacts at `limit=1000` is 100 pages.
          */
         get: operations["syncContacts"];
         put?: never;
@@ -1682,6 +1707,9 @@ export interface operations {
             /** @description The user, whose `avatar` is the new image's URL. */
             200: {
                 headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2062,7 +2090,15 @@ export interface operations {
             };
             400: components["responses"]["MalformedJson"];
             401: components["responses"]["NotAuthenticated"];
-            409: components["responses"]["ContactConflict"];
+            /** @description Another of the user's contacts has this e-mail address (ignoring case), or the user already has `CONTACTS_MAX_PER_USER` contacts. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationError"];
@@ -2131,6 +2167,9 @@ export interface operations {
             /** @description The contacts as one file. */
             200: {
                 headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     /** @description The file's size in bytes. */
                     "Content-Length": number;
                     /** @description `attachment; filename="contacts.vcf"` or `attachment; filename="contacts.csv"`. */
@@ -2169,9 +2208,37 @@ export interface operations {
             };
             401: components["responses"]["NotAuthenticated"];
             422: components["responses"]["ValidationError"];
-            429: components["responses"]["TooManyRequests"];
+            /**
+             * @description The user's `RATE_LIMIT_EXPORT_PER_MIN` is spent (with the `X-RateLimit-*` headers), or
+             *     they already have `EXPORT_CONCURRENT_PER_USER` exports in flight on this instance.
+             */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            /**
+             * @description The database is not reachable, or this instance already has
+             *     `EXPORT_CONCURRENT_PER_INSTANCE` exports in flight, or the export's file would take its
+             *     spool files past `EXPORT_SPOOL_MAX_BYTES`. Nothing is kept; retry after `Retry-After` seconds.
+             */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     importContacts: {
@@ -2205,6 +2272,9 @@ export interface operations {
             /** @description What was created, and why the other entries were not. */
             200: {
                 headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2236,6 +2306,20 @@ export interface operations {
                 };
             };
             401: components["responses"]["NotAuthenticated"];
+            /** @description The contacts the import would create would take the user past `CONTACTS_MAX_PER_USER`; nothing was created. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "The import would take the contacts past the limit of 100000 per user (99990 now, 25 new in the file); nothing was imported"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The body is larger than 10 MiB, or it holds more than 10,000 entries or more than 100,000 blank lines. */
             413: {
                 headers: {
@@ -2342,6 +2426,9 @@ export interface operations {
             /** @description A page of changes. */
             200: {
                 headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -6,7 +6,10 @@ export const operationTable = {
     "method": "POST",
     "url": "/api/auth/register",
     "secured": false,
-    "rateLimit": "password",
+    "rateLimit": {
+      "scope": "per-address",
+      "bucket": "password"
+    },
     "cacheTtl": null,
     "weakEtag": false,
     "requestContentTypes": [
@@ -429,7 +432,10 @@ export const operationTable = {
     "method": "POST",
     "url": "/api/auth/login",
     "secured": false,
-    "rateLimit": "password",
+    "rateLimit": {
+      "scope": "per-address",
+      "bucket": "password"
+    },
     "cacheTtl": null,
     "weakEtag": false,
     "requestContentTypes": [
@@ -1003,7 +1009,10 @@ export const operationTable = {
     "method": "POST",
     "url": "/api/auth/reset-password",
     "secured": false,
-    "rateLimit": "password",
+    "rateLimit": {
+      "scope": "per-address",
+      "bucket": "password"
+    },
     "cacheTtl": null,
     "weakEtag": false,
     "requestContentTypes": [
@@ -1142,7 +1151,10 @@ export const operationTable = {
     "method": "GET",
     "url": "/api/users/me",
     "secured": true,
-    "rateLimit": "per-user",
+    "rateLimit": {
+      "scope": "per-user",
+      "bucket": "me"
+    },
     "cacheTtl": null,
     "weakEtag": false,
     "requestContentTypes": [],
@@ -1249,7 +1261,10 @@ export const operationTable = {
     "method": "PUT",
     "url": "/api/users/me/avatar",
     "secured": true,
-    "rateLimit": null,
+    "rateLimit": {
+      "scope": "per-user",
+      "bucket": "avatar"
+    },
     "cacheTtl": null,
     "weakEtag": false,
     "requestContentTypes": [
@@ -2554,7 +2569,10 @@ export const operationTable = {
     "method": "GET",
     "url": "/api/contacts/export",
     "secured": true,
-    "rateLimit": null,
+    "rateLimit": {
+      "scope": "per-user",
+      "bucket": "export"
+    },
     "cacheTtl": null,
     "weakEtag": false,
     "requestContentTypes": [],
@@ -2670,7 +2688,10 @@ export const operationTable = {
     "method": "POST",
     "url": "/api/contacts/import",
     "secured": true,
-    "rateLimit": null,
+    "rateLimit": {
+      "scope": "per-user",
+      "bucket": "import"
+    },
     "cacheTtl": null,
     "weakEtag": false,
     "requestContentTypes": [
@@ -2739,6 +2760,18 @@ export const operationTable = {
           }
         },
         "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "409": {
           "type": "object",
           "required": [
             "detail"
@@ -3011,7 +3044,10 @@ export const operationTable = {
     "method": "GET",
     "url": "/api/contacts/sync",
     "secured": true,
-    "rateLimit": null,
+    "rateLimit": {
+      "scope": "per-user",
+      "bucket": "sync"
+    },
     "cacheTtl": null,
     "weakEtag": false,
     "requestContentTypes": [],
@@ -4475,7 +4511,7 @@ export interface SuccessHeaders {
   forgotPassword: { 202: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   resetPassword: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   getCurrentUser: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
-  putAvatar: { 200: {  } };
+  putAvatar: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   deleteAvatar: { 204: {  } };
   listAppPasswords: { 200: {  } };
   createAppPassword: { 201: { "Location": components['headers']["Location"] } };
@@ -4483,10 +4519,10 @@ export interface SuccessHeaders {
   getAvatar: { 200: { "Cache-Control": string } };
   listContacts: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
   createContact: { 201: { "Location": components['headers']["Location"]; "ETag": components['headers']["ETag"] } };
-  exportContacts: { 200: { "Content-Length": string; "Content-Disposition": string } };
-  importContacts: { 200: {  } };
+  exportContacts: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"]; "Content-Length": string; "Content-Disposition": string } };
+  importContacts: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   listUpcomingBirthdays: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
-  syncContacts: { 200: {  } };
+  syncContacts: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   getContact: { 200: { "ETag": components['headers']["ETag"] } };
   replaceContact: { 200: { "ETag": components['headers']["ETag"] } };
   updateContact: { 200: { "ETag": components['headers']["ETag"] } };

@@ -347,16 +347,18 @@ t.test('authentication comes first: 401 before 413, 415 and 422', async (t) => {
   t.same(await avatarRows(app), []);
 });
 
-t.test('the avatar operations are not rate limited for a signed-in user', async (t) => {
-  const app = await buildAccountsApp(t, { env: { RATE_LIMIT_ME_PER_MIN: '1' } });
+t.test("an upload counts in the user's avatar bucket, not in /me's; a removal counts in none", async (t) => {
+  const app = await buildAccountsApp(t, { env: { RATE_LIMIT_ME_PER_MIN: '1', RATE_LIMIT_AVATAR_PER_MIN: '8' } });
   const session = await loggedInUser(app);
   const bytes = await png(noise(16, 16));
   for (let i = 0; i < 8; i++) {
     const res = await upload(app, session, bytes, 'image/png');
     t.equal(res.statusCode, 200);
-    t.equal(res.headers['x-ratelimit-limit'], undefined);
+    t.equal(res.headers['x-ratelimit-limit'], '8');
+    t.equal(res.headers['x-ratelimit-remaining'], String(7 - i));
     const removal = await app.inject({ method: 'DELETE', url: '/api/users/me/avatar', headers: bearer(session.accessToken) });
     t.equal(removal.statusCode, 204);
+    t.equal(removal.headers['x-ratelimit-limit'], undefined);
   }
 });
 
