@@ -82,7 +82,7 @@ t.test('a correct login is answered within 2 s while 20 addresses flood the same
   // Production's limits. At cost 8 the guesses still fill the queue of 64 (before the fair queue
   // the login was 503), and a loaded shared machine still has time for the login's own hash.
   const app = await build(t, {
-    env: { BCRYPT_COST: '8', RATE_LIMIT_PASSWORD_PER_MIN: '5', RATE_LIMIT_ANON_PER_MIN: '20', SIGN_IN_ACCOUNT_FAILURES: '10', PASSWORD_QUEUE_LIMIT: '64' },
+    env: { BCRYPT_COST: '8', RATE_LIMIT_PASSWORD_PER_MIN: '5', RATE_LIMIT_ANON_PER_MIN: '20', SIGN_IN_ACCOUNT_FAILURES: '10', PASSWORD_QUEUE_LIMIT: '64', PASSWORD_QUEUE_PER_CLIENT: '4' },
   });
   const user = await verifiedUser(app);
   await app.listen({ host: '127.0.0.1', port: 0 });

@@ -226,6 +226,7 @@ export function serviceEnv(databaseUrl: string, mailUrl: string, dataDir: string
     RATE_LIMIT_ANON_PER_MIN: '1000000',
     RATE_LIMIT_ME_PER_MIN: '1000000',
     RATE_LIMIT_PASSWORD_PER_MIN: '1000000',
+    PASSWORD_QUEUE_PER_CLIENT: '64',
     ...extra,
   };
 }
