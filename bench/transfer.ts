@@ -50,6 +50,11 @@ async function startService(databaseUrl: string, dataDir: string): Promise<Start
       DATA_DIR: dataDir,
       RATE_LIMIT_ANON_PER_MIN: '1000000',
       RATE_LIMIT_PASSWORD_PER_MIN: '1000000',
+      PASSWORD_QUEUE_PER_CLIENT: '64',
+      RATE_LIMIT_IMPORT_PER_MIN: '1000000',
+      RATE_LIMIT_EXPORT_PER_MIN: '1000000',
+      RATE_LIMIT_SYNC_PER_MIN: '1000000',
+      RATE_LIMIT_AVATAR_PER_MIN: '1000000',
       // e.g. --max-old-space-size=96: an export that held its rows would run out of heap.
       NODE_OPTIONS: values['node-options'],
     },
