@@ -81,7 +81,11 @@ function parseOptions() {
     metricsOnly: values['metrics-only'],
     writesOnly: values['writes-only'],
   };
-  if (values.help || (options.metricsOnly && options.writesOnly) || [options.duration, options.rounds, options.connections].some(Number.isNaN)) {
+  if (
+    values.help ||
+    (options.metricsOnly && options.writesOnly) ||
+    [options.duration, options.rounds, options.connections].some(Number.isNaN)
+  ) {
     console.error(USAGE);
     process.exit(values.help ? 0 : 2);
   }
@@ -268,7 +272,13 @@ interface Measured {
   samples: Array<string | null>;
 }
 
-async function measure(op: Operation, bases: Record<Side, string>, canned: CannedResponse, token: string, options: Options): Promise<Measured> {
+async function measure(
+  op: Operation,
+  bases: Record<Side, string>,
+  canned: CannedResponse,
+  token: string,
+  options: Options,
+): Promise<Measured> {
   const measured: Measured = { op, rounds: { service: [], ceiling: [] }, samples: [] };
   for (const side of roundOrder<Side>(options.rounds, ['service', 'ceiling'])) {
     const before = await warm(bases[side], op, token);
@@ -279,7 +289,9 @@ async function measure(op: Operation, bases: Record<Side, string>, canned: Canne
       measured.samples.push(before, after.headers.get('x-cache'));
     }
     measured.rounds[side].push(round);
-    log(`${op.label} ${side}: ${format(round.reqPerSec)} req/s, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${round.non2xx + round.errors}`);
+    log(
+      `${op.label} ${side}: ${format(round.reqPerSec)} req/s, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${round.non2xx + round.errors}`,
+    );
   }
   return measured;
 }
@@ -300,13 +312,23 @@ function importCsv(size: number, tag: string): string {
   return ['first_name,last_name,email,phone,birthday', ...rows, ''].join('\r\n');
 }
 
-async function measureImport(size: number, bases: Record<Side, string>, token: string, options: Options, stamp: string): Promise<ImportRounds> {
+async function measureImport(
+  size: number,
+  bases: Record<Side, string>,
+  token: string,
+  options: Options,
+  stamp: string,
+): Promise<ImportRounds> {
   const measured: ImportRounds = { size, seconds: { service: [], ceiling: [] }, failed: 0 };
   let round = 0;
   for (const side of roundOrder<Side>(options.rounds, ['service', 'ceiling'])) {
     const csv = importCsv(size, `import-${stamp}-${size}-${round++}`);
     const started = performance.now();
-    const response = await fetch(`${bases[side]}/api/contacts/import`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/csv' }, body: csv });
+    const response = await fetch(`${bases[side]}/api/contacts/import`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'text/csv' },
+      body: csv,
+    });
     const report = (await response.json()) as { created?: number };
     const seconds = (performance.now() - started) / 1000;
     if (response.status !== 200 || report.created !== size) measured.failed++;
@@ -325,7 +347,16 @@ function importTable(results: ImportRounds[]): string {
   ];
   for (const m of results) {
     const [service, ceiling] = [median(m.seconds.service), median(m.seconds.ceiling)];
-    const cells = [`${format(m.size)} contacts`, service.toFixed(3), format(m.size / service), ceiling.toFixed(3), format(m.size / ceiling), importRatio(m).toFixed(2), `≥ ${WRITE_TARGET.toFixed(2)}`, String(m.failed)];
+    const cells = [
+      `${format(m.size)} contacts`,
+      service.toFixed(3),
+      format(m.size / service),
+      ceiling.toFixed(3),
+      format(m.size / ceiling),
+      importRatio(m).toFixed(2),
+      `≥ ${WRITE_TARGET.toFixed(2)}`,
+      String(m.failed),
+    ];
     lines.push(`| ${cells.join(' | ')} |`);
   }
   return lines.join('\n');
@@ -370,7 +401,9 @@ async function measureMetrics(
     pair.rounds[side].push(round);
     pair.cpuPerRequest[side].push(cpuPerRequest);
     const failed = round.non2xx + round.errors;
-    log(`${op.label} metrics ${side}: ${format(round.reqPerSec)} req/s, ${Math.round(cpuPerRequest)} CPU µs/request, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${failed}`);
+    log(
+      `${op.label} metrics ${side}: ${format(round.reqPerSec)} req/s, ${Math.round(cpuPerRequest)} CPU µs/request, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${failed}`,
+    );
   }
   return pair;
 }
@@ -385,7 +418,8 @@ function median(values: number[]): number {
 }
 
 const format = (value: number) => Math.round(value).toLocaleString('en-US');
-const sum = (rounds: Round[], field: 'responses' | 'non2xx' | 'errors' | 'hits' | 'mismatches') => rounds.reduce((total, r) => total + r[field], 0);
+const sum = (rounds: Round[], field: 'responses' | 'non2xx' | 'errors' | 'hits' | 'mismatches') =>
+  rounds.reduce((total, r) => total + r[field], 0);
 const ratioOf = (m: Measured) => median(m.rounds.service.map((r) => r.reqPerSec)) / median(m.rounds.ceiling.map((r) => r.reqPerSec));
 const failedRequests = (m: Measured) => [...m.rounds.service, ...m.rounds.ceiling].reduce((total, r) => total + r.non2xx + r.errors, 0);
 
@@ -401,10 +435,13 @@ function table(results: Measured[]): string {
   for (const m of results) {
     const service = m.rounds.service;
     // Rounded down, so a handful of misses among tens of thousands never reads as 100.00%.
-    const hitShare = m.op.method === 'GET' ? `${(Math.floor((10_000 * sum(service, 'hits')) / sum(service, 'responses')) / 100).toFixed(2)}%` : '–';
+    const hitShare =
+      m.op.method === 'GET' ? `${(Math.floor((10_000 * sum(service, 'hits')) / sum(service, 'responses')) / 100).toFixed(2)}%` : '–';
     const label = `\`${m.op.name}\`${m.op.note ? ` (${m.op.note})` : ''}`;
     const target = m.op.target === null ? '–' : `≥ ${m.op.target.toFixed(2)}`;
-    lines.push(`| ${[label, ...sideCells(service), ...sideCells(m.rounds.ceiling), ratioOf(m).toFixed(2), target, hitShare, format(failedRequests(m))].join(' | ')} |`);
+    lines.push(
+      `| ${[label, ...sideCells(service), ...sideCells(m.rounds.ceiling), ratioOf(m).toFixed(2), target, hitShare, format(failedRequests(m))].join(' | ')} |`,
+    );
   }
   return lines.join('\n');
 }
@@ -417,12 +454,16 @@ function notes(results: Measured[]): string[] {
       const rounds = m.rounds[side];
       const codes = [...new Set(rounds.flatMap((r) => r.statusCodes))];
       if (sum(rounds, 'non2xx') + sum(rounds, 'errors') > 0) {
-        found.push(`${m.op.label} ${side}: ${sum(rounds, 'non2xx')} non-2xx answers (status ${codes.join(', ') || '–'}), ${sum(rounds, 'errors')} connection errors/timeouts`);
+        found.push(
+          `${m.op.label} ${side}: ${sum(rounds, 'non2xx')} non-2xx answers (status ${codes.join(', ') || '–'}), ${sum(rounds, 'errors')} connection errors/timeouts`,
+        );
       }
-      if (sum(rounds, 'mismatches') > 0) found.push(`${m.op.label} ${side}: ${sum(rounds, 'mismatches')} answers differ from the captured body`);
+      if (sum(rounds, 'mismatches') > 0)
+        found.push(`${m.op.label} ${side}: ${sum(rounds, 'mismatches')} answers differ from the captured body`);
     }
     const misses = m.samples.filter((xCache) => xCache !== 'HIT').length;
-    if (misses > 0) found.push(`${m.op.label}: ${misses} of ${m.samples.length} sample requests around service rounds were not X-Cache: HIT`);
+    if (misses > 0)
+      found.push(`${m.op.label}: ${misses} of ${m.samples.length} sample requests around service rounds were not X-Cache: HIT`);
   }
   return found;
 }
@@ -432,7 +473,9 @@ function targetLine(results: Measured[], imports: ImportRounds[]): string {
   const pass = checked.every((m) => ratioOf(m) >= m.op.target!) && imports.every((m) => importRatio(m) >= WRITE_TARGET);
   const parts = [
     ...checked.map((m) => `${m.op.label} ${ratioOf(m).toFixed(2)} ${ratioOf(m) >= m.op.target! ? '≥' : '<'} ${m.op.target!.toFixed(2)}`),
-    ...imports.map((m) => `import ${m.size} ${importRatio(m).toFixed(2)} ${importRatio(m) >= WRITE_TARGET ? '≥' : '<'} ${WRITE_TARGET.toFixed(2)}`),
+    ...imports.map(
+      (m) => `import ${m.size} ${importRatio(m).toFixed(2)} ${importRatio(m) >= WRITE_TARGET ? '≥' : '<'} ${WRITE_TARGET.toFixed(2)}`,
+    ),
   ];
   return `Targets: ${pass ? 'PASS' : 'FAIL'} (reported, not enforced): ${parts.join('; ')}`;
 }
@@ -470,33 +513,45 @@ interface Deployment {
 /** The compiled service as production runs it, on the deployment's database, Redis prefix and data folder. */
 async function startService(name: string, deployment: Deployment, extraEnv: Record<string, string> = {}): Promise<Started> {
   const { databaseUrl, redisPrefix, dataDir, jwtSecret } = deployment;
-  const service = await startNode(name, SERVER_ENTRY, [], {
-    NODE_ENV: 'production',
-    JWT_SECRET: jwtSecret,
-    DATABASE_URL: databaseUrl,
-    REDIS_URL,
-    REDIS_KEY_PREFIX: redisPrefix,
-    LOG_LEVEL: 'warn',
-    DATA_DIR: dataDir,
-    // Seeding registers, verifies and logs in anonymously; the default 20 a minute would throttle it.
-    RATE_LIMIT_ANON_PER_MIN: '1000000',
-    RATE_LIMIT_PASSWORD_PER_MIN: '1000000',
-    PASSWORD_QUEUE_PER_CLIENT: '64',
-    RATE_LIMIT_IMPORT_PER_MIN: '1000000',
-    RATE_LIMIT_EXPORT_PER_MIN: '1000000',
-    RATE_LIMIT_SYNC_PER_MIN: '1000000',
-    RATE_LIMIT_AVATAR_PER_MIN: '1000000',
-    // One token serves the whole run, which can outlast the default 15 minutes.
-    ACCESS_TOKEN_TTL: '86400',
-    ...extraEnv,
-  }, { path: '/readyz', status: 200 });
+  const service = await startNode(
+    name,
+    SERVER_ENTRY,
+    [],
+    {
+      NODE_ENV: 'production',
+      JWT_SECRET: jwtSecret,
+      DATABASE_URL: databaseUrl,
+      REDIS_URL,
+      REDIS_KEY_PREFIX: redisPrefix,
+      LOG_LEVEL: 'warn',
+      DATA_DIR: dataDir,
+      // Seeding registers, verifies and logs in anonymously; the default 20 a minute would throttle it.
+      RATE_LIMIT_ANON_PER_MIN: '1000000',
+      RATE_LIMIT_PASSWORD_PER_MIN: '1000000',
+      PASSWORD_QUEUE_PER_CLIENT: '64',
+      RATE_LIMIT_IMPORT_PER_MIN: '1000000',
+      RATE_LIMIT_EXPORT_PER_MIN: '1000000',
+      RATE_LIMIT_SYNC_PER_MIN: '1000000',
+      RATE_LIMIT_AVATAR_PER_MIN: '1000000',
+      // One token serves the whole run, which can outlast the default 15 minutes.
+      ACCESS_TOKEN_TTL: '86400',
+      ...extraEnv,
+    },
+    { path: '/readyz', status: 200 },
+  );
   const settings = ['NODE_ENV=production', ...Object.entries(extraEnv).map(([key, value]) => `${key}=${value}`)];
   log(`${name} at ${service.base} (${SERVER_ENTRY}, ${settings.join(', ')})`);
   return service;
 }
 
 /** The measured operations in the order they run, each with the service's answer for the ceiling to replay. */
-async function prepareOperations(service: string, token: string, ids: number[], stamp: string, writesOnly: boolean): Promise<Map<Operation, CannedResponse>> {
+async function prepareOperations(
+  service: string,
+  token: string,
+  ids: number[],
+  stamp: string,
+  writesOnly: boolean,
+): Promise<Map<Operation, CannedResponse>> {
   let created = 0;
   const create: Operation = {
     label: 'create',
@@ -515,8 +570,23 @@ async function prepareOperations(service: string, token: string, ids: number[], 
   const { timeRange, total } = await chooseTimeRange(service, token);
   const id = ids[CONTACTS / 2]!;
   const reads: Operation[] = [
-    { label: 'get by id', name: 'GET /api/contacts/{id}', method: 'GET', route: '/api/contacts/:contact_id', url: `/api/contacts/${id}`, target: 0.7, note: `id ${id}` },
-    { label: 'list', name: 'GET /api/contacts/?limit=20', method: 'GET', route: '/api/contacts/', url: '/api/contacts/?limit=20', target: 0.6 },
+    {
+      label: 'get by id',
+      name: 'GET /api/contacts/{id}',
+      method: 'GET',
+      route: '/api/contacts/:contact_id',
+      url: `/api/contacts/${id}`,
+      target: 0.7,
+      note: `id ${id}`,
+    },
+    {
+      label: 'list',
+      name: 'GET /api/contacts/?limit=20',
+      method: 'GET',
+      route: '/api/contacts/',
+      url: '/api/contacts/?limit=20',
+      target: 0.6,
+    },
     {
       label: 'filter',
       name: 'GET /api/contacts/?query=last_name:startswith:Sm&limit=20',
@@ -567,7 +637,13 @@ function metricsTable(pair: MetricsPair): string {
   ].join('\n');
 }
 
-function report(results: Measured[], imports: ImportRounds[], metrics: MetricsPair | null, options: Options, serviceLogLines: number): void {
+function report(
+  results: Measured[],
+  imports: ImportRounds[],
+  metrics: MetricsPair | null,
+  options: Options,
+  serviceLogLines: number,
+): void {
   if (results.length > 0) console.log(`${table(results)}\n`);
   if (imports.length > 0) console.log(`${importTable(imports)}\n`);
   if (metrics) console.log(`${metricsTable(metrics)}\n`);
@@ -578,7 +654,9 @@ function report(results: Measured[], imports: ImportRounds[], metrics: MetricsPa
   if (!metrics) return;
   const ratio = metricsRatio(metrics);
   const met = ratio >= METRICS_TARGET;
-  console.log(`Metrics: ${met ? 'PASS' : 'FAIL'} (reported, not enforced): on ÷ off ${ratio.toFixed(2)} ${met ? '≥' : '<'} ${METRICS_TARGET.toFixed(2)}`);
+  console.log(
+    `Metrics: ${met ? 'PASS' : 'FAIL'} (reported, not enforced): on ÷ off ${ratio.toFixed(2)} ${met ? '≥' : '<'} ${METRICS_TARGET.toFixed(2)}`,
+  );
 }
 
 async function main(): Promise<number> {

@@ -25,7 +25,18 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { run, vdirsyncer, vdirsyncerSetup, type VdirsyncerSetup } from '../test/carddav/carddav-clients.js';
-import { cleanUp, createDatabase, ensureBuilt, expectStatus, freePort, log, SERVER_ENTRY, startNode, undo, verifiedUser } from './support.js';
+import {
+  cleanUp,
+  createDatabase,
+  ensureBuilt,
+  expectStatus,
+  freePort,
+  log,
+  SERVER_ENTRY,
+  startNode,
+  undo,
+  verifiedUser,
+} from './support.js';
 
 const { values } = parseArgs({
   options: {
@@ -35,7 +46,10 @@ const { values } = parseArgs({
     cap: { type: 'string', default: '900' },
   },
 });
-const SIZES = values.sizes.split(',').filter((size) => size.trim() !== '').map(Number);
+const SIZES = values.sizes
+  .split(',')
+  .filter((size) => size.trim() !== '')
+  .map(Number);
 const BIG = Number(values.big);
 const ROUNDS = Number(values.rounds);
 const CAP_S = Number(values.cap);
@@ -76,7 +90,11 @@ const auth = (server: Server) => `Basic ${Buffer.from(`${server.username}:${serv
 async function dav(server: Server, method: string, url: string, body?: string, headers: Record<string, string> = {}): Promise<Response> {
   return fetch(`${server.root}${url}`, {
     method,
-    headers: { authorization: auth(server), ...(body?.startsWith('<') ? { 'content-type': 'application/xml; charset=utf-8' } : {}), ...headers },
+    headers: {
+      authorization: auth(server),
+      ...(body?.startsWith('<') ? { 'content-type': 'application/xml; charset=utf-8' } : {}),
+      ...headers,
+    },
     ...(body === undefined ? {} : { body }),
   });
 }
@@ -114,7 +132,11 @@ async function startService(work: string): Promise<Server> {
   const token = await verifiedUser(service.base, path.join(dataDir, 'outbox'), 'bench_dav');
   const bearer = { authorization: `Bearer ${token}` };
   const created = await expectStatus(
-    await fetch(`${service.base}/api/users/me/app-passwords`, { method: 'POST', headers: { ...bearer, 'content-type': 'application/json' }, body: '{"name":"bench"}' }),
+    await fetch(`${service.base}/api/users/me/app-passwords`, {
+      method: 'POST',
+      headers: { ...bearer, 'content-type': 'application/json' },
+      body: '{"name":"bench"}',
+    }),
     201,
     'app password',
   );
@@ -129,8 +151,13 @@ async function startService(work: string): Promise<Server> {
     async seed(count, prefix) {
       for (let start = 0; start < count; start += IMPORT_BATCH) {
         const rows = ['first_name,last_name,email,phone,birthday'];
-        for (let n = start; n < Math.min(count, start + IMPORT_BATCH); n++) rows.push(`Server,Person${n},${prefix}${n}@example.com,+1415${String(n).padStart(7, '0')},1980-01-01`);
-        const res = await fetch(`${service.base}/api/contacts/import`, { method: 'POST', headers: { ...bearer, 'content-type': 'text/csv' }, body: `${rows.join('\n')}\n` });
+        for (let n = start; n < Math.min(count, start + IMPORT_BATCH); n++)
+          rows.push(`Server,Person${n},${prefix}${n}@example.com,+1415${String(n).padStart(7, '0')},1980-01-01`);
+        const res = await fetch(`${service.base}/api/contacts/import`, {
+          method: 'POST',
+          headers: { ...bearer, 'content-type': 'text/csv' },
+          body: `${rows.join('\n')}\n`,
+        });
         await expectStatus(res, 200, 'import');
       }
     },
@@ -159,15 +186,24 @@ async function startRadicale(work: string): Promise<Server> {
   const child = spawn(
     'radicale',
     [
-      '--config', path.join(work, 'radicale-none.conf'),
-      '--server-hosts', `127.0.0.1:${port}`,
-      '--server-ssl', 'False',
-      '--auth-type', 'htpasswd',
-      '--auth-htpasswd-filename', users,
-      '--auth-htpasswd-encryption', 'plain',
-      '--rights-type', 'owner_only',
-      '--storage-filesystem-folder', storage,
-      '--logging-level', 'warning',
+      '--config',
+      path.join(work, 'radicale-none.conf'),
+      '--server-hosts',
+      `127.0.0.1:${port}`,
+      '--server-ssl',
+      'False',
+      '--auth-type',
+      'htpasswd',
+      '--auth-htpasswd-filename',
+      users,
+      '--auth-htpasswd-encryption',
+      'plain',
+      '--rights-type',
+      'owner_only',
+      '--storage-filesystem-folder',
+      storage,
+      '--logging-level',
+      'warning',
     ],
     { stdio: ['ignore', 'inherit', 'inherit'] },
   );
@@ -182,7 +218,13 @@ async function startRadicale(work: string): Promise<Server> {
   const root = `http://127.0.0.1:${port}`;
   for (const deadline = Date.now() + 30_000; ; await sleep(200)) {
     if (Date.now() > deadline || child.exitCode !== null) throw new Error('Radicale did not start');
-    if (await fetch(`${root}/.web/`).then(() => true, () => false)) break;
+    if (
+      await fetch(`${root}/.web/`).then(
+        () => true,
+        () => false,
+      )
+    )
+      break;
   }
   return {
     name: 'radicale',
@@ -195,7 +237,8 @@ async function startRadicale(work: string): Promise<Server> {
       for (let n = 0; n < count; n++) await writeFile(path.join(bookDir, `${prefix}${n}.vcf`), cardText(`${prefix}${n}`, n, 'Server'));
     },
     async reset() {
-      for (const file of await readdir(bookDir)) if (file !== '.Radicale.props') await rm(path.join(bookDir, file), { recursive: true, force: true });
+      for (const file of await readdir(bookDir))
+        if (file !== '.Radicale.props') await rm(path.join(bookDir, file), { recursive: true, force: true });
     },
   };
 }
@@ -225,7 +268,9 @@ async function tenEdits(server: Server, setup: VdirsyncerSetup, round: number): 
     await writeFile(full, (await readFile(full, 'utf8')).replace(/FN:[^\r\n]*/, `FN:Edited Locally ${round}`));
   }
   const listing = await (await dav(server, 'PROPFIND', server.book, PROPFIND_BODY, { depth: '1' })).text();
-  const hrefs = [...listing.matchAll(/<(?:\w+:)?href>([^<]+\.vcf)<\/(?:\w+:)?href>/g)].map((match) => match[1]!).filter((href) => !/local-/.test(href));
+  const hrefs = [...listing.matchAll(/<(?:\w+:)?href>([^<]+\.vcf)<\/(?:\w+:)?href>/g)]
+    .map((match) => match[1]!)
+    .filter((href) => !/local-/.test(href));
   for (const href of hrefs.slice(round * 5, round * 5 + 5)) {
     const url = href.startsWith('http') ? new URL(href).pathname : href;
     const got = await dav(server, 'GET', url);
@@ -277,7 +322,10 @@ async function syncScenarios(servers: Server[], size: number, work: string): Pro
       log(`${server.name}: sync with nothing to do, ${size} a side, round ${round}: ${idle[server.name]!.at(-1)!.toFixed(2)} s`);
     }
   }
-  const of = (samples: Record<string, number[]>) => Object.fromEntries(servers.map((server) => [server.name, samples[server.name] ? median(samples[server.name]!) : NaN])) as Row['seconds'];
+  const of = (samples: Record<string, number[]>) =>
+    Object.fromEntries(
+      servers.map((server) => [server.name, samples[server.name] ? median(samples[server.name]!) : NaN]),
+    ) as Row['seconds'];
   return [
     { scenario: `initial sync, ${size} cards a side`, cards: 2 * size, seconds: initial as Row['seconds'] },
     { scenario: `sync after 10 edits, ${size} a side`, cards: 2 * size, seconds: of(edits) },
@@ -301,27 +349,40 @@ async function bigBookScenarios(servers: Server[]): Promise<Row[]> {
         const res = await dav(server, 'PROPFIND', server.book, PROPFIND_BODY, { depth: '1' });
         return { status: res.status, text: await res.text() };
       });
-      if (value.status !== 207 || (value.text.match(/\.vcf</g) ?? []).length < BIG) throw new Error(`${server.name}: PROPFIND listed too little`);
+      if (value.status !== 207 || (value.text.match(/\.vcf</g) ?? []).length < BIG)
+        throw new Error(`${server.name}: PROPFIND listed too little`);
       (propfind[server.name] ??= []).push(seconds);
       log(`${server.name}: PROPFIND Depth 1 of ${BIG} cards, round ${round}: ${seconds.toFixed(2)} s`);
     }
     for (const server of servers) {
-      const tokenAnswer = await (await dav(server, 'PROPFIND', server.book, '<?xml version="1.0"?><propfind xmlns="DAV:"><prop><sync-token/></prop></propfind>', { depth: '0' })).text();
+      const tokenAnswer = await (
+        await dav(server, 'PROPFIND', server.book, '<?xml version="1.0"?><propfind xmlns="DAV:"><prop><sync-token/></prop></propfind>', {
+          depth: '0',
+        })
+      ).text();
       const token = /<(?:\w+:)?sync-token>([^<]+)</.exec(tokenAnswer)![1]!;
       for (let n = 0; n < 10; n++) {
-        await expectStatus(await dav(server, 'PUT', `${server.book}change-${round}-${n}.vcf`, cardText(`change-${round}-${n}`, n, 'Changed'), { 'content-type': 'text/vcard' }), 201, 'change');
+        await expectStatus(
+          await dav(server, 'PUT', `${server.book}change-${round}-${n}.vcf`, cardText(`change-${round}-${n}`, n, 'Changed'), {
+            'content-type': 'text/vcard',
+          }),
+          201,
+          'change',
+        );
       }
       const report = `<?xml version="1.0" encoding="utf-8"?><sync-collection xmlns="DAV:"><sync-token>${token}</sync-token><sync-level>1</sync-level><prop><getetag/></prop></sync-collection>`;
       const { seconds, value } = await timed(async () => {
         const res = await dav(server, 'REPORT', server.book, report, { depth: '0' });
         return { status: res.status, text: await res.text() };
       });
-      if (value.status !== 207 || (value.text.match(/change-/g) ?? []).length < 10) throw new Error(`${server.name}: sync-collection missed changes: ${value.text.slice(0, 500)}`);
+      if (value.status !== 207 || (value.text.match(/change-/g) ?? []).length < 10)
+        throw new Error(`${server.name}: sync-collection missed changes: ${value.text.slice(0, 500)}`);
       (changes[server.name] ??= []).push(seconds);
       log(`${server.name}: sync-collection of 10 changes in ${BIG} cards, round ${round}: ${seconds.toFixed(3)} s`);
     }
   }
-  const of = (samples: Record<string, number[]>) => Object.fromEntries(servers.map((server) => [server.name, median(samples[server.name]!)])) as Row['seconds'];
+  const of = (samples: Record<string, number[]>) =>
+    Object.fromEntries(servers.map((server) => [server.name, median(samples[server.name]!)])) as Row['seconds'];
   return [
     { scenario: `PROPFIND Depth 1, ${BIG}-card book`, cards: BIG, seconds: of(propfind) },
     { scenario: `sync-collection of 10 changes, ${BIG}-card book`, cards: 10, seconds: of(changes) },
@@ -334,10 +395,15 @@ function table(rows: Row[]): string {
     '|---|---:|---:|---:|---:|---:|',
   ];
   const time = (s: number) => (Number.isNaN(s) ? 'not run' : Number.isFinite(s) ? s.toFixed(2) : `> ${CAP_S}`);
-  const rate = (cards: number, s: number) => (Number.isNaN(s) ? '–' : Number.isFinite(s) ? Math.round(cards / s).toLocaleString('en-US') : `< ${Math.round(cards / CAP_S)}`);
+  const rate = (cards: number, s: number) =>
+    Number.isNaN(s) ? '–' : Number.isFinite(s) ? Math.round(cards / s).toLocaleString('en-US') : `< ${Math.round(cards / CAP_S)}`;
   for (const { scenario, cards, seconds } of rows) {
     const { service, radicale } = seconds;
-    const ratio = Number.isNaN(radicale) ? '–' : Number.isFinite(radicale) ? `${(radicale / service).toFixed(1)}×` : `> ${(CAP_S / service).toFixed(1)}×`;
+    const ratio = Number.isNaN(radicale)
+      ? '–'
+      : Number.isFinite(radicale)
+        ? `${(radicale / service).toFixed(1)}×`
+        : `> ${(CAP_S / service).toFixed(1)}×`;
     lines.push(`| ${scenario} | ${time(service)} | ${rate(cards, service)} | ${time(radicale)} | ${rate(cards, radicale)} | ${ratio} |`);
   }
   return lines.join('\n');

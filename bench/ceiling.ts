@@ -89,7 +89,10 @@ async function insertRoutes(app: FastifyInstance, pool: pg.Pool, create: Map<str
   const insertOne = `insert into ${CEILING_TABLE} (owner_id, ${columns}) values ($1, ${WRITTEN.map((_, i) => `$${i + 2}`).join(', ')}) returning id, ${columns}`;
   const insertAll = `insert into ${CEILING_TABLE} (owner_id, ${columns}) select $1, * from unnest(${WRITTEN.map((_, i) => `$${i + 2}::${WRITTEN_TYPES[i]}[]`).join(', ')}) on conflict do nothing`;
   const owner = (request: { user: unknown }) => Number((request.user as { sub: string }).sub);
-  const authenticate = async (request: { jwtVerify(): Promise<unknown> }, reply: { code(status: number): { send(body: unknown): unknown } }) => {
+  const authenticate = async (
+    request: { jwtVerify(): Promise<unknown> },
+    reply: { code(status: number): { send(body: unknown): unknown } },
+  ) => {
     try {
       await request.jwtVerify();
     } catch {
@@ -105,7 +108,10 @@ async function insertRoutes(app: FastifyInstance, pool: pg.Pool, create: Map<str
   // The bench's own CSV (the header, then plain cells without quotes): the ceiling reads it with a split.
   app.addContentTypeParser('text/csv', { parseAs: 'string', bodyLimit: 10 * 1024 * 1024 }, (_request, body, done) => done(null, body));
   app.post('/api/contacts/import', { onRequest: authenticate }, async (request) => {
-    const lines = (request.body as string).split('\r\n').slice(1).filter((line) => line !== '');
+    const lines = (request.body as string)
+      .split('\r\n')
+      .slice(1)
+      .filter((line) => line !== '');
     const cells = lines.map((line) => line.split(','));
     const { rowCount } = await pool.query(insertAll, [owner(request), ...WRITTEN.map((_, i) => cells.map((row) => row[i] || null))]);
     return { created: rowCount, errors: [] };

@@ -41,7 +41,8 @@ const db = new Kysely<Database>({
 try {
   const ownerId = values.user
     ? Number(values.user)
-    : (await pool.query<{ owner_id: number }>('select owner_id from contacts group by owner_id order by count(*) desc limit 1')).rows[0]?.owner_id;
+    : (await pool.query<{ owner_id: number }>('select owner_id from contacts group by owner_id order by count(*) desc limit 1')).rows[0]
+        ?.owner_id;
   if (!ownerId) throw new Error('No contacts in this database.');
   const today = values.today ? new Date(`${values.today}T12:00:00Z`) : new Date();
   const days = Number(values.days);
@@ -53,7 +54,9 @@ try {
   if (captured.length === 0) throw new Error('No query was captured.');
 
   const options = values['no-analyze'] ? '' : '(ANALYZE, BUFFERS)';
-  console.log(`contacts: ${sizes[0]?.total}; user ${ownerId}: ${sizes[0]?.owned}; today ${today.toISOString().slice(0, 10)}; time_range ${days}`);
+  console.log(
+    `contacts: ${sizes[0]?.total}; user ${ownerId}: ${sizes[0]?.owned}; today ${today.toISOString().slice(0, 10)}; time_range ${days}`,
+  );
   for (const query of captured) {
     const plan = await pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${options} ${query.sql}`, [...query.parameters]);
     console.log(`\n${query.sql}\nparameters: ${JSON.stringify(query.parameters)}\n`);

@@ -17,18 +17,30 @@ import { loadConfig } from '../plugins/config.js';
 import { buildApp } from '../src/app.js';
 import { parseVcards } from '../src/contacts/formats/vcard.js';
 
-const { values } = parseArgs({ options: { lines: { type: 'string', default: '40000,80000,160000' }, 'blank-mib': { type: 'string', default: '10' } } });
+const { values } = parseArgs({
+  options: { lines: { type: 'string', default: '40000,80000,160000' }, 'blank-mib': { type: 'string', default: '10' } },
+});
 const LINES = values.lines.split(',').map(Number);
 const BLANK_BYTES = Number(values['blank-mib']) * 1024 * 1024;
 
 /** A card with a quoted-printable NOTE of `lines` soft line breaks, and no e-mail: an entry error, nothing created. */
-const softBreaks = (lines: number) => `BEGIN:VCARD\r\nVERSION:2.1\r\nFN:A B\r\nNOTE;ENCODING=QUOTED-PRINTABLE:${'ab=\r\n'.repeat(lines)}x\r\nEND:VCARD\r\n`;
+const softBreaks = (lines: number) =>
+  `BEGIN:VCARD\r\nVERSION:2.1\r\nFN:A B\r\nNOTE;ENCODING=QUOTED-PRINTABLE:${'ab=\r\n'.repeat(lines)}x\r\nEND:VCARD\r\n`;
 
-const rows: string[] = ['| body | bytes | reader alone (ms) | import over HTTP (ms) | status | slowest /healthz (ms) |', '|---|---:|---:|---:|---:|---:|'];
+const rows: string[] = [
+  '| body | bytes | reader alone (ms) | import over HTTP (ms) | status | slowest /healthz (ms) |',
+  '|---|---:|---:|---:|---:|---:|',
+];
 
 const dataDir = await mkdtemp(path.join(os.tmpdir(), 'bench-import-'));
 const app = await buildApp({
-  config: await loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATA_DIR: dataDir, JWT_SECRET: 'bench-secret-that-is-at-least-32-characters', RATE_LIMIT_ANON_PER_MIN: '1000000' }),
+  config: await loadConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'silent',
+    DATA_DIR: dataDir,
+    JWT_SECRET: 'bench-secret-that-is-at-least-32-characters',
+    RATE_LIMIT_ANON_PER_MIN: '1000000',
+  }),
 });
 try {
   const base = await app.listen({ port: 0, host: '127.0.0.1' });
@@ -52,7 +64,11 @@ try {
       }
     })();
     const started = performance.now();
-    const res = await fetch(`${base}/api/contacts/import`, { method: 'POST', body, headers: { authorization: `Bearer ${token}`, 'content-type': type } });
+    const res = await fetch(`${base}/api/contacts/import`, {
+      method: 'POST',
+      body,
+      headers: { authorization: `Bearer ${token}`, 'content-type': type },
+    });
     await res.arrayBuffer();
     const ms = performance.now() - started;
     done = true;
@@ -68,7 +84,9 @@ try {
     parseVcards(body);
     const alone = performance.now() - started;
     const http = await imported(body, 'text/vcard');
-    rows.push(`| vCard, ${lines} soft line breaks | ${Buffer.byteLength(body)} | ${alone.toFixed(0)} | ${http.ms.toFixed(0)} | ${http.status} | ${http.slowest.toFixed(0)} |`);
+    rows.push(
+      `| vCard, ${lines} soft line breaks | ${Buffer.byteLength(body)} | ${alone.toFixed(0)} | ${http.ms.toFixed(0)} | ${http.status} | ${http.slowest.toFixed(0)} |`,
+    );
     console.error(rows.at(-1));
   }
   // Just under the 10 MiB body limit.
@@ -76,7 +94,9 @@ try {
   const blankLines = Math.floor((BLANK_BYTES - header.length) / 2);
   const blank = header + '\r\n'.repeat(blankLines);
   const http = await imported(blank, 'text/csv');
-  rows.push(`| CSV, ${blankLines} blank lines | ${Buffer.byteLength(blank)} | | ${http.ms.toFixed(0)} | ${http.status} | ${http.slowest.toFixed(0)} |`);
+  rows.push(
+    `| CSV, ${blankLines} blank lines | ${Buffer.byteLength(blank)} | | ${http.ms.toFixed(0)} | ${http.status} | ${http.slowest.toFixed(0)} |`,
+  );
 } finally {
   await app.close();
   await rm(dataDir, { recursive: true, force: true });

@@ -134,15 +134,18 @@ const QUERIES: Query[] = [
   { name: 'sorted by -birthday (pages 1-5)', request: (user, rand) => sorted(user, '-birthday', firstPages(rand)) },
   {
     name: 'last_name:startswith:<1-3 letters>',
-    request: (user, rand) => list(user, `last_name:startswith:${pick(rand, user.sample).last_name.slice(0, int(rand, 1, 3))}`, firstPages(rand)),
+    request: (user, rand) =>
+      list(user, `last_name:startswith:${pick(rand, user.sample).last_name.slice(0, int(rand, 1, 3))}`, firstPages(rand)),
   },
   {
     name: 'last_name:contains:<2-3 letters>',
-    request: (user, rand) => list(user, `last_name:contains:${piece(rand, pick(rand, user.sample).last_name, int(rand, 2, 3))}`, firstPages(rand)),
+    request: (user, rand) =>
+      list(user, `last_name:contains:${piece(rand, pick(rand, user.sample).last_name, int(rand, 2, 3))}`, firstPages(rand)),
   },
   {
     name: 'last_name:endswith:<2-3 letters>',
-    request: (user, rand) => list(user, `last_name:endswith:${pick(rand, user.sample).last_name.slice(-int(rand, 2, 3))}`, firstPages(rand)),
+    request: (user, rand) =>
+      list(user, `last_name:endswith:${pick(rand, user.sample).last_name.slice(-int(rand, 2, 3))}`, firstPages(rand)),
   },
   {
     name: 'first_name:like:<letter>%<2 letters>',
@@ -266,7 +269,10 @@ async function measureBesideReference(db: Kysely<Database>, calls: [string, Call
   const size = Math.ceil(calls.length / ROUNDS);
   for (let from = 0; from < calls.length; from += size) {
     const round = calls.slice(from, from + size);
-    const referenceRound = await measure(db, round.map(([key]) => [key, referenceCall]));
+    const referenceRound = await measure(
+      db,
+      round.map(([key]) => [key, referenceCall]),
+    );
     referenceLatencies.push(...referenceRound.latencies);
     const queryRound = await measure(db, round);
     latencies.push(...queryRound.latencies);
@@ -297,7 +303,8 @@ function violations(node: PlanNode, problems: string[] = [], onContacts = false)
     // The grams (migrations 009 and 019) are `owner:field:run`: a lookup reads one owner's entries when all its grams name that owner.
     const gramOwners = new Set([...cond.matchAll(/[{,]"?(\d+):\d+:/g)].map((match) => match[1]));
     const gramsLookup = node['Index Name'] === 'contacts_large_owner_grams_idx' && gramOwners.size === 1;
-    if (!/\bowner_id = /.test(cond) && !pageLookup && !gramsLookup) problems.push(`${type} on ${node['Index Name']} without owner_id: ${cond || 'no condition'}`);
+    if (!/\bowner_id = /.test(cond) && !pageLookup && !gramsLookup)
+      problems.push(`${type} on ${node['Index Name']} without owner_id: ${cond || 'no condition'}`);
   }
   const bitmapOfContacts = contacts && type === 'Bitmap Heap Scan';
   for (const child of node.Plans ?? []) violations(child, problems, bitmapOfContacts || (onContacts && type.startsWith('Bitmap')));
@@ -396,7 +403,11 @@ try {
   }
   await client.end();
   console.log(`\n${rows.join('\n')}\n`);
-  console.log(flagged ? `${flagged} plan problem(s) flagged above.` : 'Every plan reads contacts through an owner-scoped index condition; no sequential scan.');
+  console.log(
+    flagged
+      ? `${flagged} plan problem(s) flagged above.`
+      : 'Every plan reads contacts through an owner-scoped index condition; no sequential scan.',
+  );
   if (plans.length) console.log(`\n${plans.join('\n\n')}`);
   if (flagged) process.exitCode = 1;
 } finally {

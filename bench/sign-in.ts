@@ -51,13 +51,16 @@ await app.listen({ host: '127.0.0.1', port: 0 });
 const { port } = app.server.address() as AddressInfo;
 try {
   const owner = { username: 'bench_owner', email: 'owner@bench.test', password: 'correct-horse-battery' };
-  if ((await post(port, '127.0.0.3', '/api/auth/register', JSON.stringify(owner), 'application/json')) !== 201) throw new Error('register failed');
+  if ((await post(port, '127.0.0.3', '/api/auth/register', JSON.stringify(owner), 'application/json')) !== 201)
+    throw new Error('register failed');
   await app.db.updateTable('users').set({ is_verified: true }).where('username', '=', owner.username).execute();
 
   const statuses: Record<number, number> = {};
   const flood = Array.from({ length: 20 }, async (_, i) => {
     for (let wave = 0; wave < 5; wave++) {
-      const answers = await Promise.all(Array.from({ length: 4 }, () => post(port, `127.0.0.${11 + i}`, '/api/auth/login', form(owner.username, 'wrong-password'), FORM)));
+      const answers = await Promise.all(
+        Array.from({ length: 4 }, () => post(port, `127.0.0.${11 + i}`, '/api/auth/login', form(owner.username, 'wrong-password'), FORM)),
+      );
       for (const status of answers) statuses[status] = (statuses[status] ?? 0) + 1;
     }
   });
@@ -66,7 +69,9 @@ try {
   const status = await post(port, '127.0.0.2', '/api/auth/login', form(owner.username, owner.password), FORM);
   const loginMs = performance.now() - started;
   await Promise.all(flood);
-  console.log(`correct login during the flood: ${status} in ${Math.round(loginMs)} ms; the flood's 400 answers: ${JSON.stringify(statuses)}`);
+  console.log(
+    `correct login during the flood: ${status} in ${Math.round(loginMs)} ms; the flood's 400 answers: ${JSON.stringify(statuses)}`,
+  );
 
   // Registrations at once from 10 addresses; each records when it started and ended.
   const count = Number(values.registrations);

@@ -124,7 +124,13 @@ export interface Started {
  * Starts `node <entry>` with only `env` (plus PATH), so nothing from the caller's shell changes the
  * run; its output goes to stderr. Resolves once `ready.path` answers (with `ready.status`, if given).
  */
-export async function startNode(name: string, entry: string, args: string[], env: Record<string, string>, ready: { path: string; status?: number }): Promise<Started> {
+export async function startNode(
+  name: string,
+  entry: string,
+  args: string[],
+  env: Record<string, string>,
+  ready: { path: string; status?: number },
+): Promise<Started> {
   const port = await freePort();
   const child = spawn(process.execPath, [entry, ...args], {
     cwd: ROOT,
@@ -152,7 +158,8 @@ export async function startNode(name: string, entry: string, args: string[], env
   for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(200)) {
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the ${name} exited during start-up`);
     const response = await fetch(base + ready.path).catch(() => null);
-    if (response && (ready.status === undefined || response.status === ready.status)) return { base, pid: child.pid!, stop, logLines: () => lines };
+    if (response && (ready.status === undefined || response.status === ready.status))
+      return { base, pid: child.pid!, stop, logLines: () => lines };
   }
   throw new Error(`the ${name} did not become ready within 60 s`);
 }
@@ -183,7 +190,11 @@ async function verificationLink(outbox: string, address: string): Promise<string
 export async function verifiedUser(service: string, outbox: string, username = 'bench_user'): Promise<string> {
   const user = { username, email: `${username.replaceAll('_', '-')}@bench.example`, password: randomBytes(18).toString('base64url') };
   const json = { 'content-type': 'application/json' };
-  await expectStatus(await fetch(`${service}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify(user) }), 201, 'register');
+  await expectStatus(
+    await fetch(`${service}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify(user) }),
+    201,
+    'register',
+  );
   await expectStatus(await fetch(await verificationLink(outbox, user.email)), 200, 'verify e-mail');
   const form = new URLSearchParams({ username: user.username, password: user.password });
   const login = await expectStatus(await fetch(`${service}/api/auth/login`, { method: 'POST', body: form }), 200, 'log in');

@@ -17,7 +17,18 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { cleanUp, createDatabase, ensureBuilt, expectStatus, log, SERVER_ENTRY, type Started, startNode, undo, verifiedUser } from './support.js';
+import {
+  cleanUp,
+  createDatabase,
+  ensureBuilt,
+  expectStatus,
+  log,
+  SERVER_ENTRY,
+  type Started,
+  startNode,
+  undo,
+  verifiedUser,
+} from './support.js';
 
 const { values } = parseArgs({
   options: {
@@ -95,7 +106,11 @@ async function timedExport(service: Started, token: string, format: string) {
   }, 10);
   try {
     const started = performance.now();
-    const res = await expectStatus(await fetch(`${service.base}/api/contacts/export?format=${format}`, { headers: { authorization: `Bearer ${token}` } }), 200, 'export');
+    const res = await expectStatus(
+      await fetch(`${service.base}/api/contacts/export?format=${format}`, { headers: { authorization: `Bearer ${token}` } }),
+      200,
+      'export',
+    );
     let bytes = 0;
     for await (const chunk of res.body!) bytes += (chunk as Uint8Array).byteLength;
     const seconds = (performance.now() - started) / 1000;
@@ -140,13 +155,21 @@ async function timedImport(service: Started, dataDir: string): Promise<string> {
   const token = await verifiedUser(service.base, path.join(dataDir, 'outbox'), 'bench_importer');
   const csv =
     'first_name,last_name,email,phone,birthday,additional_data\r\n' +
-    Array.from({ length: IMPORT_ROWS }, (_, n) => `First${n},"Last, ${n}",imported${n}@bench.example,+1555${String(n).padStart(7, '0')},1980-01-01,\r\n`).join('');
+    Array.from(
+      { length: IMPORT_ROWS },
+      (_, n) => `First${n},"Last, ${n}",imported${n}@bench.example,+1555${String(n).padStart(7, '0')},1980-01-01,\r\n`,
+    ).join('');
   const before = memoryOf(service.pid).rss;
   const started = performance.now();
-  const res = await fetch(`${service.base}/api/contacts/import`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/csv' }, body: csv });
+  const res = await fetch(`${service.base}/api/contacts/import`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'text/csv' },
+    body: csv,
+  });
   const seconds = (performance.now() - started) / 1000;
   const report = (await res.json()) as { created: number; errors: unknown[] };
-  if (res.status !== 200 || report.created !== IMPORT_ROWS) throw new Error(`import: ${res.status} ${JSON.stringify(report).slice(0, 300)}`);
+  if (res.status !== 200 || report.created !== IMPORT_ROWS)
+    throw new Error(`import: ${res.status} ${JSON.stringify(report).slice(0, 300)}`);
   const { rss, peak } = memoryOf(service.pid);
   return `| import csv | ${IMPORT_ROWS.toLocaleString('en-US')} | ${seconds.toFixed(2)} s | ${(Buffer.byteLength(csv) / MIB).toFixed(1)} MiB | ${before.toFixed(0)} | ${rss.toFixed(0)} (after) | ${peak.toFixed(0)} |`;
 }

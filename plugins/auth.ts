@@ -153,7 +153,8 @@ export default fp<AuthOptions>(
           return null;
         }
         const userId = typeof claims.sub === 'string' && /^[1-9]\d{0,9}$/.test(claims.sub) ? Number(claims.sub) : 0;
-        const validShape = claims.typ === typ && userId <= MAX_USER_ID && userId > 0 && typeof claims.jti === 'string' && Number.isInteger(claims.iat);
+        const validShape =
+          claims.typ === typ && userId <= MAX_USER_ID && userId > 0 && typeof claims.jti === 'string' && Number.isInteger(claims.iat);
         return validShape ? claims : null;
       },
       async cutOffChanged(userId) {

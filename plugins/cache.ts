@@ -178,8 +178,24 @@ return redis.call('INCR', KEYS[1])
 `;
 
 interface CacheCommands {
-  cacheRead(generationKey: string, answerPrefix: string, heldGeneration: string, key: string, firstGeneration: string): Promise<[string, string | null] | [string]>;
-  cacheWrite(answerKey: string, ledgerKey: string, bytesKey: string, stored: string, ttlMs: number, nowMs: number, size: number, budget: number, maxTtlMs: number): Promise<number>;
+  cacheRead(
+    generationKey: string,
+    answerPrefix: string,
+    heldGeneration: string,
+    key: string,
+    firstGeneration: string,
+  ): Promise<[string, string | null] | [string]>;
+  cacheWrite(
+    answerKey: string,
+    ledgerKey: string,
+    bytesKey: string,
+    stored: string,
+    ttlMs: number,
+    nowMs: number,
+    size: number,
+    budget: number,
+    maxTtlMs: number,
+  ): Promise<number>;
   cacheInvalidate(generationKey: string, firstGeneration: string): Promise<number>;
 }
 
@@ -231,7 +247,13 @@ export function redisCache(
       const held = nearby.get(userId, key);
       let reply;
       try {
-        reply = await redis.cacheRead(`${userKey(userId)}g`, `${userKey(userId)}a:`, String(held?.generation ?? ''), key, firstGeneration(now()));
+        reply = await redis.cacheRead(
+          `${userKey(userId)}g`,
+          `${userKey(userId)}a:`,
+          String(held?.generation ?? ''),
+          key,
+          firstGeneration(now()),
+        );
         outage.answered();
       } catch (error) {
         outage.failed(error);
@@ -252,7 +274,17 @@ export function redisCache(
       const stored = formatStored(answer, now() + ttl);
       const size = Buffer.byteLength(stored) + 2 * answerKey.length + PER_ANSWER_BYTES;
       try {
-        await redis.cacheWrite(answerKey, `${userKey(userId)}ledger`, `${userKey(userId)}bytes`, stored, ttl, now(), size, limits.userBytes, MAX_TTL_MS);
+        await redis.cacheWrite(
+          answerKey,
+          `${userKey(userId)}ledger`,
+          `${userKey(userId)}bytes`,
+          stored,
+          ttl,
+          now(),
+          size,
+          limits.userBytes,
+          MAX_TTL_MS,
+        );
         outage.answered();
       } catch (error) {
         outage.failed(error);
@@ -309,7 +341,9 @@ export default fp(
   async (app) => {
     const { cacheMaxAnswerBytes: maxAnswerBytes, cacheUserBytes: userBytes } = app.config;
     const limits = { maxAnswerBytes, userBytes };
-    const cache = app.redisClient ? redisCache(app.redisClient, `${app.config.redisKeyPrefix}cache:`, app.log, limits) : memoryCache(limits);
+    const cache = app.redisClient
+      ? redisCache(app.redisClient, `${app.config.redisKeyPrefix}cache:`, app.log, limits)
+      : memoryCache(limits);
     const lookups = app.metrics.counter(LOOKUPS);
     const [hits, misses] = [lookups.labels('hit'), lookups.labels('miss')];
     app.decorate('cache', {

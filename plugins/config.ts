@@ -227,7 +227,8 @@ function entropyBits(secret: string): number {
 
 /** Why `secret` must not sign production tokens, or null. */
 function weakSecret(secret: string): string | null {
-  if (PLACEHOLDER_SECRET.test(secret)) return 'JWT_SECRET is a placeholder from an example; set it to the output of `openssl rand -base64 48`';
+  if (PLACEHOLDER_SECRET.test(secret))
+    return 'JWT_SECRET is a placeholder from an example; set it to the output of `openssl rand -base64 48`';
   const bits = Math.floor(entropyBits(secret));
   if (bits < MIN_SECRET_BITS) {
     return `JWT_SECRET is guessable (about ${bits} bits of entropy, at least ${MIN_SECRET_BITS} needed); set it to the output of \`openssl rand -base64 48\``;
@@ -254,7 +255,10 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
       'TRUST_PROXY=true is refused when NODE_ENV=production (any client could pick its address with X-Forwarded-For); set the number of proxies in front (e.g. 1) or their addresses/CIDRs (e.g. 10.0.0.0/8)',
     );
   } else if (proxies === undefined) {
-    const bad = proxyList.split(',').map((entry) => entry.trim()).find((entry) => !isProxyAddress(entry));
+    const bad = proxyList
+      .split(',')
+      .map((entry) => entry.trim())
+      .find((entry) => !isProxyAddress(entry));
     problems.push(`TRUST_PROXY must be ${requirement(variables.TRUST_PROXY)}, got '${bad}'`);
   }
   if (values === null || proxies === undefined || problems.length > 0) throw new ConfigError(problems);
@@ -282,7 +286,10 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     bcryptCost: values.BCRYPT_COST,
     trustProxy: proxies,
     logLevel: values.LOG_LEVEL,
-    corsOrigins: (values.CORS_ORIGINS ?? '').split(',').map((o) => o.trim()).filter(Boolean),
+    corsOrigins: (values.CORS_ORIGINS ?? '')
+      .split(',')
+      .map((o) => o.trim())
+      .filter(Boolean),
     rateLimitAnonPerMin: values.RATE_LIMIT_ANON_PER_MIN,
     rateLimitMePerMin: values.RATE_LIMIT_ME_PER_MIN,
     rateLimitPasswordPerMin: values.RATE_LIMIT_PASSWORD_PER_MIN,

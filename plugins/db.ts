@@ -41,7 +41,10 @@ async function embeddedPool(dir: string): Promise<PGlitePool> {
     ]);
   } catch (error) {
     if ((error as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw error;
-    throw new Error('DATABASE_URL is unset and the embedded database (@electric-sql/pglite) is not installed: set DATABASE_URL, or install every dependency with npm ci', { cause: error });
+    throw new Error(
+      'DATABASE_URL is unset and the embedded database (@electric-sql/pglite) is not installed: set DATABASE_URL, or install every dependency with npm ci',
+      { cause: error },
+    );
   }
   const [{ PGlite }, { pg_trgm }, { btree_gin }] = modules;
   // The database's files are this user's alone (server.ts also sets the umask for the files inside).
@@ -111,7 +114,16 @@ export async function openDatabase<DB>(databaseUrl: string | null, embeddedDir: 
 }
 
 /** Socket errors of a connection to the database server that is refused, cut or unanswered. */
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
 /** SQLSTATEs of a server that is going away, starting up, or full; class 08 (connection exception) too, bar protocol violations. */
 const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
 /** What pg says when a connection it held was lost, or could not be made in time. */
@@ -192,9 +204,14 @@ export default fp<DbOptions>(
   async (app, { migrations, onQuery, wrapPool = (pool) => pool }) => {
     const { databaseUrl, dataDir } = app.config;
     const embeddedDir = path.join(dataDir, 'pgdata');
-    if (!databaseUrl && !existsSync(embeddedDir)) app.log.info({ embeddedDir }, 'creating the embedded database (first start: a few seconds)');
+    if (!databaseUrl && !existsSync(embeddedDir))
+      app.log.info({ embeddedDir }, 'creating the embedded database (first start: a few seconds)');
     // Every connection is lost in an outage, so the first new one is the sign that it is over.
-    const outage = outageLog(app.log, { down: 'database not reachable; answering 503 until it is back', up: 'database reachable again' }, 1_000);
+    const outage = outageLog(
+      app.log,
+      { down: 'database not reachable; answering 503 until it is back', up: 'database reachable again' },
+      1_000,
+    );
     const pool = await openPool(databaseUrl, embeddedDir, {
       onIdleError: (error) => app.log.warn({ err: error }, 'an idle database connection was closed by the server'),
       onConnect: () => outage.answered(),
@@ -206,7 +223,10 @@ export default fp<DbOptions>(
     } catch (error) {
       await db.destroy();
       if (databaseUrl && isDatabaseUnavailable(error)) {
-        throw new Error(`database not reachable at ${withoutPassword(databaseUrl)} (${String((error as Error).cause ?? error)}): start PostgreSQL, or fix DATABASE_URL (unset, the embedded database in DATA_DIR is used)`, { cause: error });
+        throw new Error(
+          `database not reachable at ${withoutPassword(databaseUrl)} (${String((error as Error).cause ?? error)}): start PostgreSQL, or fix DATABASE_URL (unset, the embedded database in DATA_DIR is used)`,
+          { cause: error },
+        );
       }
       throw error;
     }

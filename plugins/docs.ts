@@ -26,7 +26,9 @@ const specFile = fileURLToPath(new URL('../openapi.yaml', import.meta.url));
 // `npm run build` copies ReDoc's one-file bundle into dist/vendor, so production installs no redoc
 // package (83 MB for this one file); run from source, it comes from the redoc devDependency.
 const builtBundle = fileURLToPath(new URL('../vendor/redoc.standalone.js', import.meta.url));
-const redocBundle = readFileSync(existsSync(builtBundle) ? builtBundle : createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js'));
+const redocBundle = readFileSync(
+  existsSync(builtBundle) ? builtBundle : createRequire(import.meta.url).resolve('redoc/bundles/redoc.standalone.js'),
+);
 
 // Everything comes from this service; inline styles are how both UIs lay themselves out.
 const DOCS_CSP =

@@ -34,7 +34,9 @@ export default fp<MailOptions>(
     const outbox = !options.transport && !smtpUrl;
     const transport: Transporter =
       options.transport ??
-      (smtpUrl ? nodemailer.createTransport(smtpUrl) : nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' }));
+      (smtpUrl
+        ? nodemailer.createTransport(smtpUrl)
+        : nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' }));
     if (outbox) app.log.info({ outboxDir }, 'SMTP_URL is unset: mail is written to the outbox folder');
 
     // Messages still on their way when the app closes are finished before the transport closes.

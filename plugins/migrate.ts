@@ -44,7 +44,9 @@ export async function migrateToLatest(db: Kysely<any>, migrations: Record<string
         const failed = results.find((r) => r.status === 'Error');
         if (error || failed) {
           const cause = error instanceof Error ? error.message : 'unknown error';
-          throw new Error(failed ? `Migration ${failed.migrationName} failed: ${cause}` : `Migrations could not run: ${cause}`, { cause: error });
+          throw new Error(failed ? `Migration ${failed.migrationName} failed: ${cause}` : `Migrations could not run: ${cause}`, {
+            cause: error,
+          });
         }
         applied.push(...results.map((r) => r.migrationName));
       }

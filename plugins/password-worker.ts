@@ -8,8 +8,7 @@ import bcrypt from 'bcryptjs';
 
 /** How new hashes are made. */
 export type HashPolicy =
-  | { algorithm: 'bcrypt'; cost: number }
-  | { algorithm: 'argon2id'; memoryKib: number; timeCost: number; parallelism: number };
+  { algorithm: 'bcrypt'; cost: number } | { algorithm: 'argon2id'; memoryKib: number; timeCost: number; parallelism: number };
 
 export type Scheme = HashPolicy['algorithm'];
 
@@ -17,8 +16,7 @@ export type Scheme = HashPolicy['algorithm'];
 const ARGON2ID = 2 as Algorithm;
 
 export type PasswordTask =
-  | { op: 'hash'; password: string; policy: HashPolicy }
-  | { op: 'verify'; password: string; stored: string; scheme: Scheme };
+  { op: 'hash'; password: string; policy: HashPolicy } | { op: 'verify'; password: string; stored: string; scheme: Scheme };
 
 /** A new hash of `password` under `policy`, with a fresh random salt. */
 function hash(password: string, policy: HashPolicy): string {

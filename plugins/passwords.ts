@@ -203,7 +203,8 @@ function passwordMetrics(registry: Registry, queue: FairQueue, limit: number): H
  */
 export default fp(
   async (app) => {
-    const { passwordHash, bcryptCost, argon2MemoryKib, argon2TimeCost, argon2Parallelism, passwordQueueLimit, passwordQueuePerClient } = app.config;
+    const { passwordHash, bcryptCost, argon2MemoryKib, argon2TimeCost, argon2Parallelism, passwordQueueLimit, passwordQueuePerClient } =
+      app.config;
     const policy: HashPolicy =
       passwordHash === 'bcrypt'
         ? { algorithm: 'bcrypt', cost: bcryptCost }
@@ -231,10 +232,13 @@ export default fp(
         const job = queue.shift();
         if (!job) return;
         running++;
-        pool.run(job.task).then(job.resolve, job.reject).finally(() => {
-          running--;
-          dispatch();
-        });
+        pool
+          .run(job.task)
+          .then(job.resolve, job.reject)
+          .finally(() => {
+            running--;
+            dispatch();
+          });
       }
     }
 

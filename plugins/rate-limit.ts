@@ -19,7 +19,13 @@ const RATE_LIMITED = {
   help: 'Requests refused with 429, by the limit they exceeded.',
   labelNames: ['limit'],
   series: [
-    { limit: 'anonymous' }, { limit: 'password' }, { limit: 'me' }, { limit: 'import' }, { limit: 'export' }, { limit: 'sync' }, { limit: 'avatar' },
+    { limit: 'anonymous' },
+    { limit: 'password' },
+    { limit: 'me' },
+    { limit: 'import' },
+    { limit: 'export' },
+    { limit: 'sync' },
+    { limit: 'avatar' },
   ],
 } as const;
 
@@ -126,7 +132,11 @@ export default fp(
       avatar: app.config.rateLimitAvatarPerMin,
     };
     const buckets = new WeakMap<FastifyRequest, Bucket>();
-    const perUser = (bucket: PerUserBucket, userId: number | string): Bucket => ({ name: bucket, key: `user:${userId}:${bucket}`, max: perUserMax[bucket] });
+    const perUser = (bucket: PerUserBucket, userId: number | string): Bucket => ({
+      name: bucket,
+      key: `user:${userId}:${bucket}`,
+      max: perUserMax[bucket],
+    });
 
     // The library supplies the counting (Redis script or in-process LRU); which bucket a request
     // falls in, and the answer when it is full, are decided here, before authentication runs.
@@ -155,14 +165,19 @@ export default fp(
       // (deleted user, reset) stays with authentication, which answers 401.
       const claims = secured ? request.accessClaims() : null;
       // Each of these costs a password hash: a tighter bucket of their own, whatever token is sent.
-      if (rateLimitBucket === PASSWORD_BUCKET) return { name: 'password', key: `password:${passwordClientOf(request)}`, max: rateLimitPasswordPerMin };
+      if (rateLimitBucket === PASSWORD_BUCKET)
+        return { name: 'password', key: `password:${passwordClientOf(request)}`, max: rateLimitPasswordPerMin };
       // IPv6 clients are grouped by /64, the block one subscriber usually holds.
       if (!claims) return { name: 'anonymous', key: `anon:${normalizeIP(clientAddress(request))}`, max: rateLimitAnonPerMin };
       return rateLimitBucket ? perUser(rateLimitBucket as PerUserBucket, claims.sub) : null;
     }
 
     // Settled: right after a reconnection the odd command still fails, which is no new outage.
-    const outage = outageLog(app.log, { down: 'rate-limit store unavailable; counting in this process', up: 'rate-limit store reachable again' }, 1_000);
+    const outage = outageLog(
+      app.log,
+      { down: 'rate-limit store unavailable; counting in this process', up: 'rate-limit store reachable again' },
+      1_000,
+    );
     const countHere = fallbackCounter();
 
     /** Counts the request in `bucket`; 429 once the bucket is full. */

@@ -59,7 +59,11 @@ export default fp(
     const { signInAccountFailures: limit, signInFailureWindowS, redisKeyPrefix } = app.config;
     const windowMs = signInFailureWindowS * 1000;
     const redis = app.redisClient;
-    const outage = outageLog(app.log, { down: 'sign-in failure store unavailable; counting in this process', up: 'sign-in failure store reachable again' }, 1_000);
+    const outage = outageLog(
+      app.log,
+      { down: 'sign-in failure store unavailable; counting in this process', up: 'sign-in failure store reachable again' },
+      1_000,
+    );
     const local = new LRUCache<string, { addresses: Map<string, number>; total: number; endsAt: number }>({ max: FALLBACK_ACCOUNTS });
 
     const keyOf = (account: string) => `${redisKeyPrefix}sign-in:${account}`;
@@ -72,11 +76,12 @@ export default fp(
     async function read(account: string, address: string): Promise<Failures> {
       if (redis) {
         try {
-          const [[, total], [, own], [, ttl]] = (await redis.multi().hget(keyOf(account), '*').hget(keyOf(account), address).pttl(keyOf(account)).exec()) as [
-            [null, string | null],
-            [null, string | null],
-            [null, number],
-          ];
+          const [[, total], [, own], [, ttl]] = (await redis
+            .multi()
+            .hget(keyOf(account), '*')
+            .hget(keyOf(account), address)
+            .pttl(keyOf(account))
+            .exec()) as [[null, string | null], [null, string | null], [null, number]];
           outage.answered();
           return { total: Number(total ?? 0), fromAddress: own !== null, ttlMs: ttl };
         } catch (err) {
@@ -84,7 +89,11 @@ export default fp(
         }
       }
       const window = localWindow(account);
-      return { total: window?.total ?? 0, fromAddress: window?.addresses.has(address) ?? false, ttlMs: window ? window.endsAt - Date.now() : 0 };
+      return {
+        total: window?.total ?? 0,
+        fromAddress: window?.addresses.has(address) ?? false,
+        ttlMs: window ? window.endsAt - Date.now() : 0,
+      };
     }
 
     function recordHere(account: string, address: string): void {

@@ -38,7 +38,8 @@ type ComposeFile = { services: Record<string, { ports?: (string | { host_ip?: st
 for (const [name, service] of Object.entries((compose as ComposeFile).services)) {
   for (const port of name === 'lb' ? [] : (service.ports ?? [])) {
     const hostIp = typeof port === 'string' ? port.split(':').length === 3 && port.split(':')[0] : port.host_ip;
-    if (hostIp !== '127.0.0.1') problems.push(`compose.yaml services.${name}.ports: ${JSON.stringify(port)} is published on every interface; bind it to 127.0.0.1`);
+    if (hostIp !== '127.0.0.1')
+      problems.push(`compose.yaml services.${name}.ports: ${JSON.stringify(port)} is published on every interface; bind it to 127.0.0.1`);
   }
 }
 

@@ -40,9 +40,10 @@ function toValidatorSchema(node: Json | undefined): Json {
   for (const [key, value] of Object.entries(node)) {
     if (DOC_KEYWORDS.has(key) || key.startsWith('x-')) continue;
     // `properties` maps names to schemas: recurse into each value, keep every name.
-    out[key] = key === 'properties'
-      ? Object.fromEntries(Object.entries(value as JsonObject).map(([name, s]) => [name, toValidatorSchema(s)]))
-      : toValidatorSchema(value);
+    out[key] =
+      key === 'properties'
+        ? Object.fromEntries(Object.entries(value as JsonObject).map(([name, s]) => [name, toValidatorSchema(s)]))
+        : toValidatorSchema(value);
   }
   return out;
 }
@@ -80,7 +81,12 @@ interface RateLimit {
 function rateLimitOf(operationId: string, value: Json | undefined): RateLimit | null {
   if (value === undefined) return null;
   const { scope, bucket, ...rest } = (value ?? {}) as JsonObject;
-  if ((scope !== 'per-user' && scope !== 'per-address') || typeof bucket !== 'string' || !/^[a-z][a-z0-9-]*$/.test(bucket) || Object.keys(rest).length > 0) {
+  if (
+    (scope !== 'per-user' && scope !== 'per-address') ||
+    typeof bucket !== 'string' ||
+    !/^[a-z][a-z0-9-]*$/.test(bucket) ||
+    Object.keys(rest).length > 0
+  ) {
     throw new Error(`${operationId}: x-rate-limit must be {scope: per-user or per-address, bucket: <lower-case name>}`);
   }
   return { scope, bucket };
@@ -101,11 +107,13 @@ function successHeaderTypes(spec: JsonObject, op: JsonObject): string {
   const componentHeaders = ((spec.components as JsonObject).headers ?? {}) as JsonObject;
   const byStatus = statuses.map(([status, response]) => {
     const headers = ((response as JsonObject).headers ?? {}) as JsonObject;
-    const fields = Object.entries(headers).filter(([name]) => !setByLayer.has(name)).map(([name, header]) => {
-      const type = isDeepStrictEqual(header, componentHeaders[name]) ? `components['headers'][${JSON.stringify(name)}]` : 'string';
-      const optional = (header as JsonObject).required === true ? '' : '?';
-      return `${JSON.stringify(name)}${optional}: ${type}`;
-    });
+    const fields = Object.entries(headers)
+      .filter(([name]) => !setByLayer.has(name))
+      .map(([name, header]) => {
+        const type = isDeepStrictEqual(header, componentHeaders[name]) ? `components['headers'][${JSON.stringify(name)}]` : 'string';
+        const optional = (header as JsonObject).required === true ? '' : '?';
+        return `${JSON.stringify(name)}${optional}: ${type}`;
+      });
     return `${status}: { ${fields.join('; ')} }`;
   });
   return `{ ${byStatus.join('; ')} }`;
@@ -129,7 +137,11 @@ function buildOperationTable(
 
       const params = [...sharedParams, ...((op.parameters as Json[] | undefined) ?? [])] as JsonObject[];
       const schema: JsonObject = {};
-      for (const [location, part] of [['path', 'params'], ['query', 'querystring'], ['header', 'headers']] as const) {
+      for (const [location, part] of [
+        ['path', 'params'],
+        ['query', 'querystring'],
+        ['header', 'headers'],
+      ] as const) {
         const inLocation = params.filter((p) => p.in === location);
         if (inLocation.length === 0) continue;
         // Header names arrive lower-cased, and a request carries many headers the contract never names.
@@ -207,7 +219,8 @@ function buildOperationTable(
 function kindOf(property: Json | undefined): string {
   const schema = property as JsonObject;
   const types = ([] as Json[]).concat(schema.type ?? []).filter((type) => type !== 'null');
-  if (types.includes('string')) return schema.format === 'date' ? 'date' : schema.format === 'date-time' ? 'timestamp' : schema.format === 'binary' ? 'binary' : 'text';
+  if (types.includes('string'))
+    return schema.format === 'date' ? 'date' : schema.format === 'date-time' ? 'timestamp' : schema.format === 'binary' ? 'binary' : 'text';
   return typeof types[0] === 'string' ? types[0] : 'unknown';
 }
 
@@ -240,14 +253,23 @@ async function generate(): Promise<Record<string, string>> {
   // Bytes are bytes on both sides: a Buffer in the service, a Uint8Array (or Buffer) in an SDK client.
   const bytes = ts.factory.createTypeReferenceNode('Uint8Array');
   const types = astToString(
-    await openapiTS(specUrl, { exportType: true, transform: (schema) => (schema.type === 'string' && schema.format === 'binary' ? bytes : undefined) }),
+    await openapiTS(specUrl, {
+      exportType: true,
+      transform: (schema) => (schema.type === 'string' && schema.format === 'binary' ? bytes : undefined),
+    }),
   );
   const headerTypes: Record<string, string> = {};
   const defaultedQueryTypes: Record<string, string> = {};
   const table = buildOperationTable(spec, headerTypes, defaultedQueryTypes);
-  const typeMap = (types: Record<string, string>) => Object.entries(types).map(([id, type]) => `  ${id}: ${type};`).join('\n');
+  const typeMap = (types: Record<string, string>) =>
+    Object.entries(types)
+      .map(([id, type]) => `  ${id}: ${type};`)
+      .join('\n');
   // A copy of the service without sdk/ (test/scripts/codegen.test.ts makes one) still generates.
-  const manifest = await readFile(new URL(sdkManifest, root), 'utf8').then((text) => JSON.parse(text) as JsonObject, () => null);
+  const manifest = await readFile(new URL(sdkManifest, root), 'utf8').then(
+    (text) => JSON.parse(text) as JsonObject,
+    () => null,
+  );
   const version = (spec.info as JsonObject).version as string;
   return {
     [`${outDir}openapi.ts`]: header + types,

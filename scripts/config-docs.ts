@@ -75,7 +75,10 @@ async function documented(): Promise<string> {
 
 const check = process.argv.includes('--check');
 const drifted: string[] = [];
-for (const [file, wanted] of [[ENV_EXAMPLE, envExample()], [DOC, await documented()]] as const) {
+for (const [file, wanted] of [
+  [ENV_EXAMPLE, envExample()],
+  [DOC, await documented()],
+] as const) {
   const target = path.join(root, file);
   const current = await readFile(target, 'utf8').catch(() => '');
   if (current === wanted) continue;
@@ -83,7 +86,11 @@ for (const [file, wanted] of [[ENV_EXAMPLE, envExample()], [DOC, await documente
   else await writeFile(target, wanted);
 }
 if (drifted.length > 0) {
-  console.error(`${drifted.join(' and ')} ${drifted.length > 1 ? 'differ' : 'differs'} from plugins/config-schema.ts: run \`npm run config:docs\` and commit the result`);
+  console.error(
+    `${drifted.join(' and ')} ${drifted.length > 1 ? 'differ' : 'differs'} from plugins/config-schema.ts: run \`npm run config:docs\` and commit the result`,
+  );
   process.exit(1);
 }
-console.log(check ? `${ENV_EXAMPLE} and ${DOC} match plugins/config-schema.ts` : `wrote ${ENV_EXAMPLE} and ${DOC} from plugins/config-schema.ts`);
+console.log(
+  check ? `${ENV_EXAMPLE} and ${DOC} match plugins/config-schema.ts` : `wrote ${ENV_EXAMPLE} and ${DOC} from plugins/config-schema.ts`,
+);

@@ -25,7 +25,14 @@ const port = await new Promise<number>((resolve) => {
 });
 const base = `http://127.0.0.1:${port}`;
 
-const env: NodeJS.ProcessEnv = { ...process.env, HOST: '127.0.0.1', PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: 'warn', NODE_ENV: 'development' };
+const env: NodeJS.ProcessEnv = {
+  ...process.env,
+  HOST: '127.0.0.1',
+  PORT: String(port),
+  DATA_DIR: dataDir,
+  LOG_LEVEL: 'warn',
+  NODE_ENV: 'development',
+};
 for (const name of ['DATABASE_URL', 'REDIS_URL', 'SMTP_URL', 'PUBLIC_BASE_URL', 'MAIL_OUTBOX_DIR', 'JWT_SECRET']) delete env[name];
 const server = spawn('npx', ['tsx', 'src/server.ts'], { env, stdio: ['ignore', 'inherit', 'inherit'], detached: true });
 
@@ -33,7 +40,10 @@ const step = (text: string) => console.log(`• ${text}`);
 
 async function waitForService(): Promise<void> {
   for (let i = 0; i < 240; i++) {
-    const ready = await fetch(`${base}/readyz`).then((r) => r.ok, () => false);
+    const ready = await fetch(`${base}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ready) return;
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
@@ -70,7 +80,13 @@ async function execute(page: Page, block: Locator, name: string): Promise<{ stat
   const row = block.locator('.live-responses-table tbody tr.response').first();
   await row.waitFor();
   const status = Number(await row.locator('.response-col_status').innerText());
-  const body = (await row.locator('.response-col_description pre').first().innerText().catch(() => '')).trim();
+  const body = (
+    await row
+      .locator('.response-col_description pre')
+      .first()
+      .innerText()
+      .catch(() => '')
+  ).trim();
   await block.scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: false });
   console.log(`  → ${status} ${body.replace(/\s+/g, ' ').slice(0, 160)}`);
@@ -85,7 +101,16 @@ let exitCode = 0;
 let page: Page | undefined;
 const browser = await chromium.launch({
   executablePath: '/usr/bin/chromium',
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  args: [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+  ],
 });
 try {
   await mkdir(shots, { recursive: true });

@@ -149,7 +149,13 @@ async function startService(dataDir: string): Promise<{ url: string; stop(): Pro
   // A first start on the embedded default runs initdb and the migrations.
   for (let attempt = 0; attempt < 600; attempt++) {
     if (child.exitCode !== null) throw new Error(`the service exited early:\n${stderr}`);
-    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) return { url, stop };
+    if (
+      await fetch(`${url}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return { url, stop };
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   await stop();
@@ -166,9 +172,14 @@ async function main(): Promise<void> {
     if (tarballs.length !== 1) throw new Error(`expected one tarball, found: ${tarballs.join(', ') || 'none'}`);
     const tarball = path.join(work, tarballs[0]!);
     const listing = (await must('tar', 'tar', ['-tzf', tarball], { cwd: work })).split('\n').filter(Boolean).sort();
-    const expected = ['package/README.md', 'package/package.json'].concat(
-      ['auth', 'client', 'conditional', 'errors', 'index', 'openapi', 'sync'].flatMap((name) => [`package/dist/${name}.d.ts`, `package/dist/${name}.js`]),
-    ).sort();
+    const expected = ['package/README.md', 'package/package.json']
+      .concat(
+        ['auth', 'client', 'conditional', 'errors', 'index', 'openapi', 'sync'].flatMap((name) => [
+          `package/dist/${name}.d.ts`,
+          `package/dist/${name}.js`,
+        ]),
+      )
+      .sort();
     if (JSON.stringify(listing) !== JSON.stringify(expected)) {
       throw new Error(`the tarball holds\n  ${listing.join('\n  ')}\nnot\n  ${expected.join('\n  ')}`);
     }
@@ -191,7 +202,10 @@ async function main(): Promise<void> {
     await writeFile(path.join(project, 'client.ts'), clientSource);
     await writeFile(path.join(project, 'wrong.ts'), wrongSource);
     await writeFile(path.join(project, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['client.ts'] }, null, 2));
-    await writeFile(path.join(project, 'tsconfig.wrong.json'), JSON.stringify({ compilerOptions: { ...compilerOptions, noEmit: true }, files: ['wrong.ts'] }, null, 2));
+    await writeFile(
+      path.join(project, 'tsconfig.wrong.json'),
+      JSON.stringify({ compilerOptions: { ...compilerOptions, noEmit: true }, files: ['wrong.ts'] }, null, 2),
+    );
 
     await must('tsc on the correct client', process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: project });
     console.log('tsc: client.ts compiles');

@@ -49,8 +49,58 @@ if (values.help || !(users >= 1) || !(perUser >= 0) || !(bigUser >= 0) || Number
   process.exit(values.help ? 0 : 2);
 }
 
-const FIRST = ['James', 'Mary', 'John', 'Patricia', 'Robert', 'Jennifer', 'Michael', 'Linda', 'William', 'Elizabeth', 'David', 'Barbara', 'Richard', 'Susan', 'Joseph', 'Jessica', 'Thomas', 'Sarah', 'Charles', 'Karen', 'Zoë', 'José', 'Łukasz', 'Aiko', 'Olusegun'];
-const LAST = ['Smith', 'Johnson', 'Williams', 'Brown', 'Jones', 'Garcia', 'Miller', 'Davis', 'Rodriguez', 'Martinez', 'Hernandez', 'Lopez', 'Gonzalez', 'Wilson', 'Anderson', 'Thomas', 'Taylor', 'Moore', 'Jackson', "O'Brien", 'Müller', 'Nakamura', 'Okafor'];
+const FIRST = [
+  'James',
+  'Mary',
+  'John',
+  'Patricia',
+  'Robert',
+  'Jennifer',
+  'Michael',
+  'Linda',
+  'William',
+  'Elizabeth',
+  'David',
+  'Barbara',
+  'Richard',
+  'Susan',
+  'Joseph',
+  'Jessica',
+  'Thomas',
+  'Sarah',
+  'Charles',
+  'Karen',
+  'Zoë',
+  'José',
+  'Łukasz',
+  'Aiko',
+  'Olusegun',
+];
+const LAST = [
+  'Smith',
+  'Johnson',
+  'Williams',
+  'Brown',
+  'Jones',
+  'Garcia',
+  'Miller',
+  'Davis',
+  'Rodriguez',
+  'Martinez',
+  'Hernandez',
+  'Lopez',
+  'Gonzalez',
+  'Wilson',
+  'Anderson',
+  'Thomas',
+  'Taylor',
+  'Moore',
+  'Jackson',
+  "O'Brien",
+  'Müller',
+  'Nakamura',
+  'Okafor',
+];
 const DAY_MS = 86_400_000;
 const today = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate());
 
@@ -60,7 +110,9 @@ function birthday(rand: () => number): string {
   return new Date(today - daysAgo * DAY_MS).toISOString().slice(0, 10);
 }
 
-type ContactRow = Required<Pick<Insertable<ContactsTable>, 'owner_id' | 'first_name' | 'last_name' | 'email' | 'phone' | 'birthday' | 'large_owner'>>;
+type ContactRow = Required<
+  Pick<Insertable<ContactsTable>, 'owner_id' | 'first_name' | 'last_name' | 'email' | 'phone' | 'birthday' | 'large_owner'>
+>;
 
 function* contactsOf(ownerId: number, count: number, rand: () => number): Generator<ContactRow> {
   const large = count > config.largeOwnerContacts;
@@ -103,7 +155,10 @@ const db = await openDatabase<Database>(config.databaseUrl, path.join(config.dat
 const started = Date.now();
 try {
   await migrateToLatest(db, migrations);
-  const { count } = await db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow();
+  const { count } = await db
+    .selectFrom('users')
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .executeTakeFirstOrThrow();
   if (count > 0) {
     if (!values.force) {
       console.error(`The database already holds ${count} users; pass --force to wipe them (and their contacts) first.`);
@@ -123,7 +178,11 @@ try {
   }));
   const ownerIds: number[] = [];
   for (let i = 0; i < userRows.length; i += 1000) {
-    const inserted = await db.insertInto('users').values(userRows.slice(i, i + 1000)).returning('id').execute();
+    const inserted = await db
+      .insertInto('users')
+      .values(userRows.slice(i, i + 1000))
+      .returning('id')
+      .execute();
     ownerIds.push(...inserted.map((row) => row.id));
   }
 
@@ -152,7 +211,9 @@ try {
             and not exists (select 1 from pg_constraint c where c.conname = i.indexname)`,
       );
       for (const { indexname } of indexes) await client.query(`drop index ${pg.escapeIdentifier(indexname)}`);
-      const copy = client.query(copyFrom('COPY contacts (owner_id, first_name, last_name, email, phone, birthday, large_owner) FROM STDIN'));
+      const copy = client.query(
+        copyFrom('COPY contacts (owner_id, first_name, last_name, email, phone, birthday, large_owner) FROM STDIN'),
+      );
       const lines = Readable.from(
         (function* () {
           let chunk = '';
@@ -186,7 +247,11 @@ try {
     if (batch.length > 0) await db.insertInto('contacts').values(batch).execute();
   }
   const large = ownerIds.filter((_, index) => countOf(index) > config.largeOwnerContacts);
-  if (large.length > 0) await db.insertInto('large_owners').values(large.map((ownerId) => ({ owner_id: ownerId, ready: true }))).execute();
+  if (large.length > 0)
+    await db
+      .insertInto('large_owners')
+      .values(large.map((ownerId) => ({ owner_id: ownerId, ready: true })))
+      .execute();
   report(total);
   console.log(`Seeded ${users} users and ${total} contacts in ${((Date.now() - started) / 1000).toFixed(1)} s (seed ${seed}).`);
 } finally {

@@ -46,8 +46,20 @@ export interface BuildOptions {
 
 /** Headers a browser client may read across origins. */
 const EXPOSED_HEADERS = [
-  'Location', 'Link', 'ETag', 'X-Total-Count', 'X-Per-Page', 'X-Current-Page', 'X-Page-Count', 'X-Cache',
-  'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Content-Disposition', 'X-Request-Id',
+  'Location',
+  'Link',
+  'ETag',
+  'X-Total-Count',
+  'X-Per-Page',
+  'X-Current-Page',
+  'X-Page-Count',
+  'X-Cache',
+  'Retry-After',
+  'X-RateLimit-Limit',
+  'X-RateLimit-Remaining',
+  'X-RateLimit-Reset',
+  'Content-Disposition',
+  'X-Request-Id',
 ];
 
 /**
@@ -58,16 +70,19 @@ const EXPOSED_HEADERS = [
 function loggedUrl(url: string): string {
   const start = url.indexOf('?');
   if (start < 0) return url;
-  const pairs = url.slice(start + 1).split('&').map((pair) => {
-    const name = pair.split('=', 1)[0]!;
-    let decoded: string | null;
-    try {
-      decoded = decodeURIComponent(name.replaceAll('+', ' ')).toLowerCase();
-    } catch {
-      decoded = null;
-    }
-    return decoded === null || decoded.includes('token') ? `${name}=[REDACTED]` : pair;
-  });
+  const pairs = url
+    .slice(start + 1)
+    .split('&')
+    .map((pair) => {
+      const name = pair.split('=', 1)[0]!;
+      let decoded: string | null;
+      try {
+        decoded = decodeURIComponent(name.replaceAll('+', ' ')).toLowerCase();
+      } catch {
+        decoded = null;
+      }
+      return decoded === null || decoded.includes('token') ? `${name}=[REDACTED]` : pair;
+    });
   return `${url.slice(0, start)}?${pairs.join('&')}`;
 }
 

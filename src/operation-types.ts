@@ -20,8 +20,9 @@ type Query<K extends OperationId> = [RawQuery<K>] extends [never]
 type Body<K extends OperationId> = Operation<K>['requestBody'] extends { content: infer C } ? C[keyof C] : undefined;
 
 type SuccessStatus<K extends OperationId> = keyof SuccessHeaders[K] & keyof Operation<K>['responses'];
-type ResponseBody<K extends OperationId, S extends SuccessStatus<K>> =
-  Operation<K>['responses'][S] extends { content: infer C } ? Sendable<C[keyof C]> : undefined;
+type ResponseBody<K extends OperationId, S extends SuccessStatus<K>> = Operation<K>['responses'][S] extends { content: infer C }
+  ? Sendable<C[keyof C]>
+  : undefined;
 /** A text body may also be a stream of that text (an export): Fastify sends it as it comes. */
 type Sendable<B> = [B] extends [string] ? B | Readable : B;
 type HeadersOf<H> = object extends H ? { headers?: H } : { headers: H };

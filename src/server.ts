@@ -56,7 +56,11 @@ closeWithGrace(
   {
     delay: config.shutdownTimeoutMs,
     logger: { error: (message: unknown) => app.log.error(message) },
-    onTimeout: (delay) => app.log.error({ timeoutMs: delay }, 'shutdown did not finish by the shutdown deadline (requests in flight or closing hooks); exiting with code 1'),
+    onTimeout: (delay) =>
+      app.log.error(
+        { timeoutMs: delay },
+        'shutdown did not finish by the shutdown deadline (requests in flight or closing hooks); exiting with code 1',
+      ),
   },
   async ({ signal, err }) => {
     shuttingDown = true;

@@ -51,13 +51,30 @@ t.test('every route the app registers is an operation of openapi.yaml', async (t
   // HEAD (Fastify's automatic twin of each GET) and OPTIONS (CORS preflight) are not operations.
   const own = routes.filter((r) => r.method !== 'HEAD' && r.method !== 'OPTIONS');
   const docs = own.filter((r) => isDocsRoute(r.url));
-  t.ok(docs.some((r) => r.url === '/docs'), 'Swagger UI is registered');
-  t.ok(docs.some((r) => r.url === '/redoc'), 'ReDoc is registered');
-  t.same(docs.filter((r) => r.method !== 'GET'), [], 'documentation routes are read-only');
+  t.ok(
+    docs.some((r) => r.url === '/docs'),
+    'Swagger UI is registered',
+  );
+  t.ok(
+    docs.some((r) => r.url === '/redoc'),
+    'ReDoc is registered',
+  );
+  t.same(
+    docs.filter((r) => r.method !== 'GET'),
+    [],
+    'documentation routes are read-only',
+  );
 
   const webDav = own.filter((r) => isWebDavRoute(r.url));
-  t.ok(webDav.some((r) => r.method === 'PROPFIND' && r.url === '/dav/*'), 'the WebDAV face is registered');
-  t.same(webDav.filter((r) => r.operationId !== undefined), [], 'WebDAV routes are no operations');
+  t.ok(
+    webDav.some((r) => r.method === 'PROPFIND' && r.url === '/dav/*'),
+    'the WebDAV face is registered',
+  );
+  t.same(
+    webDav.filter((r) => r.operationId !== undefined),
+    [],
+    'WebDAV routes are no operations',
+  );
   const apiRoutes = own.filter((r) => !isDocsRoute(r.url) && !isWebDavRoute(r.url));
   for (const route of apiRoutes) {
     const op = operations.find((o) => o.method === route.method && o.path === toTemplate(route.url));
@@ -71,7 +88,11 @@ t.test('every operation of openapi.yaml is registered with its method and URL', 
   const { routes } = await buildRecordingRoutes(t);
   for (const op of operations) {
     const registered = routes.filter((r) => r.method === op.method && toTemplate(r.url) === op.path);
-    t.same(registered.map((r) => r.operationId), [op.operationId], `${op.method} ${op.path} is registered once, as ${op.operationId}`);
+    t.same(
+      registered.map((r) => r.operationId),
+      [op.operationId],
+      `${op.method} ${op.path} is registered once, as ${op.operationId}`,
+    );
   }
 });
 
@@ -91,7 +112,12 @@ t.test('every documented error answer uses the shared Error schema', async (t) =
   const resolve = (node: unknown): Record<string, unknown> => {
     const ref = (node as { $ref?: string }).$ref;
     if (!ref) return node as Record<string, unknown>;
-    return resolve(ref.slice(2).split('/').reduce<unknown>((at, part) => (at as Record<string, unknown>)[part], spec));
+    return resolve(
+      ref
+        .slice(2)
+        .split('/')
+        .reduce<unknown>((at, part) => (at as Record<string, unknown>)[part], spec),
+    );
   };
   let errorAnswers = 0;
   for (const { method, path, operation } of operations) {
@@ -107,24 +133,34 @@ t.test('every documented error answer uses the shared Error schema', async (t) =
     }
   }
   t.ok(errorAnswers > operations.length, 'error answers are documented');
-  t.same(resolve({ $ref: '#/components/schemas/Error' }), {
-    type: 'object',
-    description: 'The body of every error response.',
-    required: ['detail'],
-    additionalProperties: false,
-    properties: { detail: { type: 'string', description: 'What went wrong, for people.' } },
-  }, 'Error is exactly {detail: string}');
+  t.same(
+    resolve({ $ref: '#/components/schemas/Error' }),
+    {
+      type: 'object',
+      description: 'The body of every error response.',
+      required: ['detail'],
+      additionalProperties: false,
+      properties: { detail: { type: 'string', description: 'What went wrong, for people.' } },
+    },
+    'Error is exactly {detail: string}',
+  );
 });
 
 t.test("the filter table in the list's documentation states each field's x-filter operators", async (t) => {
   const { parameters } = (spec.paths as Record<string, Record<string, { parameters: { $ref?: string }[] }>>)['/api/contacts/']!.get!;
-  t.ok(parameters.some((parameter) => parameter.$ref === '#/components/parameters/query'), 'the list takes the shared query parameter');
+  t.ok(
+    parameters.some((parameter) => parameter.$ref === '#/components/parameters/query'),
+    'the list takes the shared query parameter',
+  );
   const description = (spec.components as { parameters: Record<string, { description: string }> }).parameters.query!.description;
   const documented: Record<string, string[]> = {};
   for (const [, fields, operators] of description.matchAll(/^\| (`[^|]+`) \| (`[^|]+`) \|$/gm)) {
     for (const field of fields!.match(/[a-z_]+/g)!) documented[field] = operators!.match(/[a-z_]+/g)!;
   }
-  const properties = (spec.components as { schemas: Record<string, { properties: Record<string, { 'x-filter'?: string[] }> }> }).schemas.Contact!.properties;
-  const declared = Object.fromEntries(Object.entries(properties).flatMap(([field, property]) => (property['x-filter'] ? [[field, property['x-filter']]] : [])));
+  const properties = (spec.components as { schemas: Record<string, { properties: Record<string, { 'x-filter'?: string[] }> }> }).schemas
+    .Contact!.properties;
+  const declared = Object.fromEntries(
+    Object.entries(properties).flatMap(([field, property]) => (property['x-filter'] ? [[field, property['x-filter']]] : [])),
+  );
   t.same(documented, declared);
 });

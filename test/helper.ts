@@ -61,7 +61,13 @@ async function embeddedTemplate(): Promise<string> {
   const hash = createHash('sha256');
   for (const file of (await readdir(migrationsDir)).sort()) hash.update(await readFile(new URL(file, migrationsDir)));
   const template = path.resolve('.data', 'test-templates', `pgdata-${hash.digest('hex').slice(0, 12)}`);
-  if (await stat(template).then(() => true, () => false)) return template;
+  if (
+    await stat(template).then(
+      () => true,
+      () => false,
+    )
+  )
+    return template;
   await mkdir(path.dirname(template), { recursive: true });
   const building = `${template}.${uniqueName()}`;
   const db = await openDatabase(null, building);
@@ -85,7 +91,11 @@ export async function emptyDatabase(t: Teardown): Promise<Kysely<Database>> {
  * as PostgreSQL stores them (without where in the statement they were written). The probe index is
  * built in a transaction that is rolled back.
  */
-export async function indexExpressions(db: Kysely<Database>, definition: RawBuilder<unknown>, existing: string): Promise<{ probe: string; existing: string }> {
+export async function indexExpressions(
+  db: Kysely<Database>,
+  definition: RawBuilder<unknown>,
+  existing: string,
+): Promise<{ probe: string; existing: string }> {
   const expressionsOf = async (trx: Kysely<Database>, index: string): Promise<string> => {
     const { rows } = await sql<{ expressions: string }>`
       select regexp_replace(indexprs::text, ' :location -?[0-9]+', '', 'g') as expressions

@@ -115,7 +115,8 @@ async function runTap(backend: Backend): Promise<{ tap: string; code: number | s
     child.on('error', (e) => resolve(String(e)));
     child.on('close', (status, signal) => resolve(signal ?? status ?? 1));
   });
-  if (tee) writeFileSync(out, tap); // kept for inspection, as --output-file would
+  if (tee)
+    writeFileSync(out, tap); // kept for inspection, as --output-file would
   else if (existsSync(out)) tap = readFileSync(out, 'utf8');
   return { tap, code };
 }

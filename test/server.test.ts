@@ -12,7 +12,14 @@ import { freePort, testEnv } from './helper.js';
 t.test('SIGTERM lets a request in flight finish, then the process exits 0', async (t) => {
   const port = await freePort();
   // Cost 14 (about a second a hash) keeps a login in flight well past the moment the signal lands.
-  const env: NodeJS.ProcessEnv = { ...process.env, ...(await testEnv(t)), NODE_ENV: 'production', LOG_LEVEL: 'info', BCRYPT_COST: '14', PORT: String(port) };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    ...(await testEnv(t)),
+    NODE_ENV: 'production',
+    LOG_LEVEL: 'info',
+    BCRYPT_COST: '14',
+    PORT: String(port),
+  };
   delete env.REDIS_URL;
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
     env,
@@ -23,7 +30,15 @@ t.test('SIGTERM lets a request in flight finish, then the process exits 0', asyn
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   t.teardown(() => void child.kill('SIGKILL'));
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300 && !(await fetch(`${url}/healthz`).then((r) => r.ok, () => false)); i++) {
+  for (
+    let i = 0;
+    i < 300 &&
+    !(await fetch(`${url}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    ));
+    i++
+  ) {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 
@@ -33,11 +48,15 @@ t.test('SIGTERM lets a request in flight finish, then the process exits 0', asyn
   const agent = new http.Agent({ keepAlive: true });
   t.teardown(() => agent.destroy());
   const inFlight = new Promise<{ status: number; connection: string | undefined; body: string }>((resolve, reject) => {
-    const request = http.request(`${url}/api/auth/login`, { method: 'POST', agent, headers: { 'content-type': 'application/x-www-form-urlencoded' } }, (res) => {
-      let body = '';
-      res.on('data', (chunk: Buffer) => (body += chunk.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body }));
-    });
+    const request = http.request(
+      `${url}/api/auth/login`,
+      { method: 'POST', agent, headers: { 'content-type': 'application/x-www-form-urlencoded' } },
+      (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body }));
+      },
+    );
     request.on('error', reject);
     request.end('username=nobody&password=whatever-password');
   });
@@ -51,7 +70,10 @@ t.test('SIGTERM lets a request in flight finish, then the process exits 0', asyn
   const [code] = await exited;
   t.equal(code, 0, 'exit code 0');
   t.match(output, /closing: finishing requests in flight/);
-  const refused = await fetch(`${url}/healthz`).then(() => 'answered', () => 'refused');
+  const refused = await fetch(`${url}/healthz`).then(
+    () => 'answered',
+    () => 'refused',
+  );
   t.equal(refused, 'refused', 'no longer listening');
 });
 
@@ -81,7 +103,11 @@ t.test('start-up failures are one line with a hint, and the process exits 1', as
   t.ok(portInUse.ms < 30_000, `and promptly (${portInUse.ms} ms)`);
 
   const nowhere = await freePort();
-  const noDatabase = await runToExit({ ...base, PORT: String(await freePort()), DATABASE_URL: `postgres://postgres:hunter2@127.0.0.1:${nowhere}/nowhere` });
+  const noDatabase = await runToExit({
+    ...base,
+    PORT: String(await freePort()),
+    DATABASE_URL: `postgres://postgres:hunter2@127.0.0.1:${nowhere}/nowhere`,
+  });
   t.equal(noDatabase.code, 1);
   t.match(
     noDatabase.stderr,
@@ -110,10 +136,22 @@ t.test('what the process writes is private to its user, and production logs carr
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   t.teardown(() => void child.kill('SIGKILL'));
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 600 && !(await fetch(`${url}/healthz`).then((r) => r.ok, () => false)); i++) {
+  for (
+    let i = 0;
+    i < 600 &&
+    !(await fetch(`${url}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    ));
+    i++
+  ) {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  t.match(output, /"msg":"creating the embedded database \(first start: a few seconds\)"[^]*"msg":"database migrated"/, 'the silent first initdb is announced');
+  t.match(
+    output,
+    /"msg":"creating the embedded database \(first start: a few seconds\)"[^]*"msg":"database migrated"/,
+    'the silent first initdb is announced',
+  );
 
   const registered = await fetch(`${url}/api/auth/register`, {
     method: 'POST',

@@ -112,7 +112,11 @@ export class SpecValidator {
       if (payload !== '') problems.push(`${where}: documented without a body, but has one`);
       return problems;
     }
-    const contentType = String(headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase() ?? '';
+    const contentType =
+      String(headers['content-type'] ?? '')
+        .split(';', 1)[0]
+        ?.trim()
+        .toLowerCase() ?? '';
     const media = content[contentType] as JsonObject | undefined;
     if (!media) {
       problems.push(`${where}: content type '${contentType}' is not documented (${Object.keys(content).join(', ')})`);
@@ -240,7 +244,13 @@ export async function checkResponsesAgainstSpec(app: FastifyInstance, report: (p
   app.addHook('onSend', async (request, reply, payload) => {
     if (isWebDav(request.url)) {
       const body = typeof payload === 'string' || Buffer.isBuffer(payload) ? payload : null;
-      const response = { method: request.method, url: request.url, statusCode: reply.statusCode, headers: reply.getHeaders(), payload: body };
+      const response = {
+        method: request.method,
+        url: request.url,
+        statusCode: reply.statusCode,
+        headers: reply.getHeaders(),
+        payload: body,
+      };
       if (request.method !== 'HEAD') for (const problem of checkWebDav(response)) report(problem);
       return payload;
     }
@@ -253,7 +263,13 @@ export async function checkResponsesAgainstSpec(app: FastifyInstance, report: (p
     else if (op.operationId !== routed) report(`${where}: routed to ${routed}, but openapi.yaml matches ${op.operationId}`);
     else {
       const body = typeof payload === 'string' || Buffer.isBuffer(payload) ? payload : null;
-      const response = { method: request.method, url: request.url, statusCode: reply.statusCode, headers: reply.getHeaders(), payload: body };
+      const response = {
+        method: request.method,
+        url: request.url,
+        statusCode: reply.statusCode,
+        headers: reply.getHeaders(),
+        payload: body,
+      };
       for (const problem of validator.check(op, response)) report(problem);
     }
     return payload;

@@ -12,6 +12,10 @@ export function parseJsonBody(_request: FastifyRequest, body: string, done: (err
     done(null, parse(body, { protoAction: 'error', constructorAction: 'error' }));
   } catch (error) {
     const poisoned = error instanceof SyntaxError && error.message.startsWith('Object contains forbidden');
-    done(poisoned ? new ValidationFailed('body must not contain "__proto__" or "constructor.prototype" keys') : new BadRequest('Malformed JSON body'));
+    done(
+      poisoned
+        ? new ValidationFailed('body must not contain "__proto__" or "constructor.prototype" keys')
+        : new BadRequest('Malformed JSON body'),
+    );
   }
 }

@@ -22,7 +22,8 @@ export const MULTIPART_FIELD_BYTES = 4096;
  * anything else it chokes on, such as a body cut short or a part declared JSON that is not, is a 400.
  */
 export function multipartReader({ fileFields, maxFileSize }: MultipartFiles) {
-  const options = fileFields.length > 0 ? { limits: { files: fileFields.length, ...(maxFileSize !== undefined && { fileSize: maxFileSize }) } } : {};
+  const options =
+    fileFields.length > 0 ? { limits: { files: fileFields.length, ...(maxFileSize !== undefined && { fileSize: maxFileSize }) } } : {};
   return async function readMultipartFields(request: FastifyRequest): Promise<void> {
     if (!request.isMultipart()) return;
     const body: Record<string, unknown> = {};

@@ -77,7 +77,10 @@ function checkContentType(operation: OperationSpec) {
       throw new HttpError(415, `Unsupported Media Type: ${type ?? 'none'}`);
     }
     // RFC 2046: a boundary is 1 to 70 characters.
-    if (type === 'multipart/form-data' && !/;\s*boundary=("[^"]{1,70}"|[^";\s]{1,70})(;|\s|$)/i.test(request.headers['content-type'] ?? '')) {
+    if (
+      type === 'multipart/form-data' &&
+      !/;\s*boundary=("[^"]{1,70}"|[^";\s]{1,70})(;|\s|$)/i.test(request.headers['content-type'] ?? '')
+    ) {
       throw new HttpError(415, 'Unsupported Media Type: multipart/form-data without a valid boundary');
     }
   };
@@ -111,7 +114,9 @@ function trimFields(fields: readonly string[]) {
  * trimmed, unstorable text refused, then the body schema. Gives the body as checked, or the 422
  * `detail` the route would answer. For bodies that arrive inside another one (an import's entries).
  */
-export function bodyCheckerOf(operation: OperationSpec): (body: Record<string, unknown>) => { body: Record<string, unknown> } | { detail: string } {
+export function bodyCheckerOf(
+  operation: OperationSpec,
+): (body: Record<string, unknown>) => { body: Record<string, unknown> } | { detail: string } {
   const validate = compileValidator({ schema: (operation.schema as { body: object }).body, httpPart: 'body' });
   return (body) => {
     const checked = { ...body };
@@ -142,7 +147,8 @@ function answer(operation: OperationSpec, reply: FastifyReply, result: Operation
 function answerCached(request: FastifyRequest, reply: FastifyReply, cached: CachedAnswer, xCache: 'HIT' | 'MISS') {
   const etag = cached.headers.ETag;
   const ifNoneMatch = request.headers['if-none-match'];
-  if (typeof etag === 'string' && ifNoneMatch !== undefined && namesTag(ifNoneMatch, etag)) return reply.code(304).header('ETag', etag).send();
+  if (typeof etag === 'string' && ifNoneMatch !== undefined && namesTag(ifNoneMatch, etag))
+    return reply.code(304).header('ETag', etag).send();
   return reply.code(200).headers(cached.headers).header('X-Cache', xCache).type('application/json; charset=utf-8').send(cached.body);
 }
 
@@ -238,7 +244,12 @@ export function registerOperations(
       url: operation.url,
       ...(operation.bodyLimit !== null && { bodyLimit: operation.bodyLimit }),
       schema: operation.schema,
-      config: { operationId, secured: operation.secured, rateLimitBucket: operation.rateLimit?.bucket ?? null, rateLimitScope: operation.rateLimit?.scope ?? null },
+      config: {
+        operationId,
+        secured: operation.secured,
+        rateLimitBucket: operation.rateLimit?.bucket ?? null,
+        rateLimitScope: operation.rateLimit?.scope ?? null,
+      },
       onRequest: operation.secured ? [app.authenticate] : [],
       preParsing: operation.requestContentTypes.length > 0 ? [checkContentType(operation)] : [],
       preValidation: [

@@ -39,8 +39,10 @@ function integerError(name: string, value: string, { minimum, maximum }: Integer
   if (!/^-?\d+$/.test(value)) return { ...at, keyword: 'type', params: { type: 'integer' }, message: 'must be integer' };
   if (Number.isFinite(Number(value))) return null;
   // So many digits that they read as Infinity, which Ajv would not hold to a bound.
-  if (value.startsWith('-') && minimum !== undefined) return { ...at, keyword: 'minimum', params: { comparison: '>=', limit: minimum }, message: `must be >= ${minimum}` };
-  if (maximum !== undefined) return { ...at, keyword: 'maximum', params: { comparison: '<=', limit: maximum }, message: `must be <= ${maximum}` };
+  if (value.startsWith('-') && minimum !== undefined)
+    return { ...at, keyword: 'minimum', params: { comparison: '>=', limit: minimum }, message: `must be >= ${minimum}` };
+  if (maximum !== undefined)
+    return { ...at, keyword: 'maximum', params: { comparison: '<=', limit: maximum }, message: `must be <= ${maximum}` };
   return { ...at, keyword: 'type', params: { type: 'integer' }, message: 'must be integer' };
 }
 

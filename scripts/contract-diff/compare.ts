@@ -79,7 +79,8 @@ function schemaRules(reversed: boolean): CompareRules {
 
 /** Whether security requirements let anonymous callers in: none at all, or an empty one among them. */
 const anonymous = (security: unknown) =>
-  Array.isArray(security) && (security.length === 0 || security.some((required) => isObject(required) && Object.keys(required).length === 0));
+  Array.isArray(security) &&
+  (security.length === 0 || security.some((required) => isObject(required) && Object.keys(required).length === 0));
 /** The operation's security, or the document's where it has none. */
 const effectiveSecurity = ({ parent, root }: Parameters<DiffTypeClassifier>[0]['before']) =>
   (parent as JsonObject | undefined)?.security ?? (root as JsonObject).security ?? [];
@@ -94,9 +95,8 @@ const securityRule = operationSecurityClassifyRule.map((libraryRule): DiffTypeCl
 function patch(rules: CompareRules, [key, ...rest]: `/${string}`[], change: (rule: CompareRules) => CompareRules): CompareRules {
   if (key === undefined) return change(rules);
   const child = rules[key];
-  const patched = typeof child === 'function'
-    ? (ctx: Parameters<typeof child>[0]) => patch(child(ctx), rest, change)
-    : patch(child ?? {}, rest, change);
+  const patched =
+    typeof child === 'function' ? (ctx: Parameters<typeof child>[0]) => patch(child(ctx), rest, change) : patch(child ?? {}, rest, change);
   return { ...rules, [key]: patched };
 }
 
@@ -113,11 +113,14 @@ function contractRules(): CompareRules {
     [[...operation, '/requestBody', '/content', '/*', '/schema'], () => ({ ...request, $: allBreaking })],
     [[...operation, '/responses', '/*', '/content', '/*', '/schema'], () => ({ ...response, $: allBreaking })],
     // Clients may rely on a header that was required, and read its values.
-    [[...operation, '/responses', '/*', '/headers', '/*'], (rule) => ({
-      ...rule,
-      '/required': { $: [nonBreaking, breaking, ({ after }) => (after.value === true ? nonBreaking : breaking)] },
-      '/schema': { ...response, $: allBreaking },
-    })],
+    [
+      [...operation, '/responses', '/*', '/headers', '/*'],
+      (rule) => ({
+        ...rule,
+        '/required': { $: [nonBreaking, breaking, ({ after }) => (after.value === true ? nonBreaking : breaking)] },
+        '/schema': { ...response, $: allBreaking },
+      }),
+    ],
     // A new scheme asks nothing of anyone until an operation requires it; clients hold credentials for the old ones.
     [['/components', '/securitySchemes', '/*'], (rule) => ({ ...rule, $: [nonBreaking, breaking, breaking] })],
   ];
@@ -243,7 +246,10 @@ export function verdict(changes: Change[], versionBefore: unknown, versionAfter:
   }
   const next = from === null ? 'a new major version' : `${from + 1}.0.0`;
   const why = `info.version ${JSON.stringify(versionAfter)} is not a new major version`;
-  return { exitCode: 1, line: `Verdict: FAIL (${breaks}, and ${why}: undo them, or set info.version to ${next} if the break is deliberate)` };
+  return {
+    exitCode: 1,
+    line: `Verdict: FAIL (${breaks}, and ${why}: undo them, or set info.version to ${next} if the break is deliberate)`,
+  };
 }
 
 /** The whole printout: what was compared, the changelog grouped by kind, the verdict. */
@@ -253,8 +259,18 @@ export function formatReport(changes: Change[], result: Verdict, header: string)
     ...(members.length === 0 ? ['  none'] : members.map((change) => `  ${formatChange(change)}`)),
     '',
   ];
-  const changelog = changes.length === 0
-    ? ['no changes', '']
-    : [...group('Breaking', changes.filter((c) => c.breaking)), ...group('Compatible', changes.filter((c) => !c.breaking))];
+  const changelog =
+    changes.length === 0
+      ? ['no changes', '']
+      : [
+          ...group(
+            'Breaking',
+            changes.filter((c) => c.breaking),
+          ),
+          ...group(
+            'Compatible',
+            changes.filter((c) => !c.breaking),
+          ),
+        ];
   return [header, '', ...changelog, result.line, ''].join('\n');
 }

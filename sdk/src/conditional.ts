@@ -55,7 +55,12 @@ export async function getContactWithTag(client: ContactsClient, id: number, know
  * `PATCH /api/contacts/{id}` only if the contact still has tag `etag` (`If-Match`). A stale tag is
  * `changed` and nothing is written; other errors (409, 422, ...) are thrown as ApiError.
  */
-export async function updateContactIfUnchanged(client: ContactsClient, id: number, etag: string, patch: ContactPatch): Promise<ConditionalWrite> {
+export async function updateContactIfUnchanged(
+  client: ContactsClient,
+  id: number,
+  etag: string,
+  patch: ContactPatch,
+): Promise<ConditionalWrite> {
   const { data, error, response } = await client.PATCH('/api/contacts/{contact_id}', {
     params: { path: { contact_id: id }, header: { 'If-Match': etag } },
     body: patch,
@@ -64,7 +69,12 @@ export async function updateContactIfUnchanged(client: ContactsClient, id: numbe
 }
 
 /** `PUT /api/contacts/{id}` only if the contact still has tag `etag`; results as `updateContactIfUnchanged`. */
-export async function replaceContactIfUnchanged(client: ContactsClient, id: number, etag: string, contact: ContactCreate): Promise<ConditionalWrite> {
+export async function replaceContactIfUnchanged(
+  client: ContactsClient,
+  id: number,
+  etag: string,
+  contact: ContactCreate,
+): Promise<ConditionalWrite> {
   const { data, error, response } = await client.PUT('/api/contacts/{contact_id}', {
     params: { path: { contact_id: id }, header: { 'If-Match': etag } },
     body: contact,

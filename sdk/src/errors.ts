@@ -16,6 +16,9 @@ export class ApiError extends Error {
 
 /** The ApiError for an error answer openapi-fetch gave: `error` is its `{ detail }` body, if it had one. */
 export function apiError(error: unknown, response: Response): ApiError {
-  const detail = typeof error === 'object' && error !== null && 'detail' in error && typeof error.detail === 'string' ? error.detail : response.statusText;
+  const detail =
+    typeof error === 'object' && error !== null && 'detail' in error && typeof error.detail === 'string'
+      ? error.detail
+      : response.statusText;
   return new ApiError(response.status, detail, response);
 }

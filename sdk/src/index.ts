@@ -14,6 +14,14 @@ export {
   type Refusal,
   type TaggedRead,
 } from './conditional.js';
-export { memorySyncStore, syncContacts, type MemorySyncStore, type SyncOptions, type SyncPage, type SyncResult, type SyncStore } from './sync.js';
+export {
+  memorySyncStore,
+  syncContacts,
+  type MemorySyncStore,
+  type SyncOptions,
+  type SyncPage,
+  type SyncResult,
+  type SyncStore,
+} from './sync.js';
 export { ApiError } from './errors.js';
 export type { components, operations, paths } from './openapi.js';

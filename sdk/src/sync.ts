@@ -56,7 +56,11 @@ export async function syncContacts(client: ContactsClient, store: SyncStore, opt
   let restarted = false;
   const result: Omit<SyncResult, 'token'> = { full: token === null, pages: 0, put: 0, removed: 0 };
   for (;;) {
-    const { data: page, error, response } = await client.GET('/api/contacts/sync', {
+    const {
+      data: page,
+      error,
+      response,
+    } = await client.GET('/api/contacts/sync', {
       params: { query: { token: token ?? undefined, limit: options.limit } },
     });
     if (!page) {

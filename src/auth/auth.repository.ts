@@ -21,7 +21,12 @@ export async function setResetTokenHash(db: Kysely<Database>, id: number, hash: 
 
 /** Replaces the password hash (a rehash at login), unless the password changed meanwhile; true when replaced. */
 export async function replacePasswordHash(db: Kysely<Database>, id: number, oldHash: string, newHash: string): Promise<boolean> {
-  const result = await db.updateTable('users').set({ password_hash: newHash }).where('id', '=', id).where('password_hash', '=', oldHash).executeTakeFirst();
+  const result = await db
+    .updateTable('users')
+    .set({ password_hash: newHash })
+    .where('id', '=', id)
+    .where('password_hash', '=', oldHash)
+    .executeTakeFirst();
   return result.numUpdatedRows > 0n;
 }
 
@@ -29,7 +34,12 @@ export async function replacePasswordHash(db: Kysely<Database>, id: number, oldH
  * Stores a login's refresh token only while the password is still the one the login checked, so a
  * login racing a password reset cannot outlive it. False when the password changed meanwhile.
  */
-export async function storeLoginRefreshToken(db: Kysely<Database>, id: number, hash: string, checkedPasswordHash: string): Promise<boolean> {
+export async function storeLoginRefreshToken(
+  db: Kysely<Database>,
+  id: number,
+  hash: string,
+  checkedPasswordHash: string,
+): Promise<boolean> {
   const result = await db
     .updateTable('users')
     .set({ refresh_token_hash: hash })

@@ -17,7 +17,11 @@ export const authHandlers = {
     return { status: 202, body: await auth.requestVerification(request.server, request.body.email) };
   },
   async login(request) {
-    return { status: 200, body: await auth.login(request.server, request.body.username, request.body.password, passwordClientOf(request)), headers: NO_STORE };
+    return {
+      status: 200,
+      body: await auth.login(request.server, request.body.username, request.body.password, passwordClientOf(request)),
+      headers: NO_STORE,
+    };
   },
   async refreshToken(request) {
     return { status: 200, body: await auth.refreshToken(request.server, request.body.refresh_token), headers: NO_STORE };
@@ -30,6 +34,9 @@ export const authHandlers = {
     return { status: 202, body: await auth.forgotPassword(request.server, request.body.email) };
   },
   async resetPassword(request) {
-    return { status: 200, body: await auth.resetPassword(request.server, request.body.token, request.body.password, passwordClientOf(request)) };
+    return {
+      status: 200,
+      body: await auth.resetPassword(request.server, request.body.token, request.body.password, passwordClientOf(request)),
+    };
   },
 } satisfies Partial<OperationHandlers>;

@@ -179,7 +179,11 @@ export async function refreshToken(deps: AuthDeps, refreshToken: string): Promis
   const user = claims ? await findUserById(deps.db, Number(claims.sub)) : undefined;
   if (!claims || !user || user.refresh_token_hash !== digest(refreshToken)) throw new Unauthorized(BAD_REFRESH);
   if (user.tokens_valid_after && issuedAtMs(claims) <= user.tokens_valid_after.getTime()) throw new Unauthorized(BAD_REFRESH);
-  return { access_token: deps.tokens.sign(user.id, 'access', deps.config.accessTokenTtl), refresh_token: refreshToken, token_type: 'bearer' };
+  return {
+    access_token: deps.tokens.sign(user.id, 'access', deps.config.accessTokenTtl),
+    refresh_token: refreshToken,
+    token_type: 'bearer',
+  };
 }
 
 /** Revokes the stored refresh token; access tokens live out their lifetime. */

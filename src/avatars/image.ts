@@ -66,7 +66,9 @@ export async function checkUpload(upload: Uint8Array): Promise<Buffer> {
   const bytes = Buffer.from(upload.buffer, upload.byteOffset, upload.byteLength);
   const format = sniffFormat(bytes);
   if (format === null || !reachesItsEnd(bytes, format)) throw new ValidationFailed(NOT_AN_IMAGE);
-  const header = await sharp(bytes, { limitInputPixels: false }).metadata().catch(() => null);
+  const header = await sharp(bytes, { limitInputPixels: false })
+    .metadata()
+    .catch(() => null);
   if (!header || header.format !== format || !header.width || !header.height) throw new ValidationFailed(NOT_AN_IMAGE);
   const pixels = header.width * header.height;
   if (pixels > MAX_IMAGE_PIXELS) throw new ValidationFailed(TOO_MANY_PIXELS);

@@ -18,7 +18,9 @@ export function filterCardProperties(text: string, names: readonly string[]): st
   const card = parseCard(text);
   const wanted = new Set(names);
   const groups = new Set(card.lines.filter((line) => line.group !== null && wanted.has(line.name)).map((line) => line.group));
-  const kept = card.lines.filter((line) => ALWAYS.has(line.name) || wanted.has(line.name) || (line.group !== null && groups.has(line.group)));
+  const kept = card.lines.filter(
+    (line) => ALWAYS.has(line.name) || wanted.has(line.name) || (line.group !== null && groups.has(line.group)),
+  );
   return cardText({ lines: kept, eol: card.eol });
 }
 
@@ -57,7 +59,8 @@ function textMatch(element: XmlElement): TextMatch {
   if (!MATCH_TYPES.has(matchType)) throw new FilterRefused('supported-filter', `match-type '${shortened(matchType)}' is not supported`);
   const collation = element.attributes.collation ?? 'i;unicode-casemap';
   if (!COLLATIONS.has(collation)) throw new FilterRefused('supported-collation', `collation '${shortened(collation)}' is not supported`);
-  if (element.text.length > MAX_TEXT_MATCH_CHARS) throw new FilterRefused('supported-filter', `A text-match holds ${element.text.length} characters: at most ${MAX_TEXT_MATCH_CHARS}`);
+  if (element.text.length > MAX_TEXT_MATCH_CHARS)
+    throw new FilterRefused('supported-filter', `A text-match holds ${element.text.length} characters: at most ${MAX_TEXT_MATCH_CHARS}`);
   return { value: element.text, matchType, collation, negate: element.attributes['negate-condition'] === 'yes' };
 }
 
@@ -110,12 +113,15 @@ function propMatches(lines: CardLine[], filter: PropFilter): boolean {
 export function compileFilter(filter: XmlElement | undefined): CardFilter {
   if (!filter) return () => true;
   for (const part of filter.children) {
-    if (part.ns !== CARDDAV || part.name !== 'prop-filter') throw new FilterRefused('supported-filter', `${shortened(part.name)} is not supported in a filter`);
+    if (part.ns !== CARDDAV || part.name !== 'prop-filter')
+      throw new FilterRefused('supported-filter', `${shortened(part.name)} is not supported in a filter`);
   }
   const parts = children(filter, CARDDAV, 'prop-filter');
-  if (parts.length > MAX_PROP_FILTERS) throw new FilterRefused('supported-filter', `The filter holds ${parts.length} prop-filters: at most ${MAX_PROP_FILTERS}`);
+  if (parts.length > MAX_PROP_FILTERS)
+    throw new FilterRefused('supported-filter', `The filter holds ${parts.length} prop-filters: at most ${MAX_PROP_FILTERS}`);
   const matchCount = parts.reduce((sum, part) => sum + children(part, CARDDAV, 'text-match').length, 0);
-  if (matchCount > MAX_TEXT_MATCHES) throw new FilterRefused('supported-filter', `The filter holds ${matchCount} text-matches: at most ${MAX_TEXT_MATCHES}`);
+  if (matchCount > MAX_TEXT_MATCHES)
+    throw new FilterRefused('supported-filter', `The filter holds ${matchCount} text-matches: at most ${MAX_TEXT_MATCHES}`);
   const filters = parts.map(propFilter);
   const allOf = filter.attributes.test === 'allof';
   if (filters.length === 0) return () => true;

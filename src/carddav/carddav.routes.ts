@@ -38,7 +38,18 @@ import {
   truncatedResponse,
   type UserContext,
 } from './multistatus.js';
-import { ALLOWED, cardNameOfHref, davSegments, hasControlCharacter, hrefOf, hrefs, isOwnSpace, kindByShape, type Resource, resolve } from './resources.js';
+import {
+  ALLOWED,
+  cardNameOfHref,
+  davSegments,
+  hasControlCharacter,
+  hrefOf,
+  hrefs,
+  isOwnSpace,
+  kindByShape,
+  type Resource,
+  resolve,
+} from './resources.js';
 import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError } from './xml.js';
 
 /*
@@ -202,7 +213,11 @@ async function dav(app: FastifyInstance): Promise<void> {
     if (segments?.some(hasControlCharacter)) throw new DavError(400, 'Invalid path: a segment holds a control character');
     if (request.method === 'OPTIONS') {
       const kind = segments && kindByShape(segments);
-      return reply.code(200).header('DAV', '1, 3, addressbook').header('Allow', ALLOWED[kind ?? 'other'].join(', ')).send();
+      return reply
+        .code(200)
+        .header('DAV', '1, 3, addressbook')
+        .header('Allow', ALLOWED[kind ?? 'other'].join(', '))
+        .send();
     }
     const userId = request.davUserId!;
     if (request.method === 'PUT') checkCardType(request);
@@ -232,7 +247,8 @@ async function dav(app: FastifyInstance): Promise<void> {
         break;
     }
     // RFC 9110 §15.5.6: 405 names a resource that exists; a card that does not is 404 (MKCOL: above).
-    if (resource.kind === 'card' && request.method !== 'MKCOL' && !(await findCard(app, userId, resource.name))) throw new DavError(404, 'Not Found');
+    if (resource.kind === 'card' && request.method !== 'MKCOL' && !(await findCard(app, userId, resource.name)))
+      throw new DavError(404, 'Not Found');
     throw methodNotAllowed(ALLOWED[resource.kind]);
   };
   // No CORS: WebDAV clients are no browsers, and its OPTIONS is capability discovery, not a preflight.
@@ -259,10 +275,16 @@ async function userContext({ app, userId }: DavContext): Promise<UserContext> {
 function needsSyncToken(request: PropertyRequest): boolean {
   if (request.kind === 'allprop') return false;
   if (request.kind === 'propname') return true;
-  return request.names.some((name) => key(name) === key({ ns: DAV, name: 'sync-token' }) || key(name) === key({ ns: CALENDARSERVER, name: 'getctag' }));
+  return request.names.some(
+    (name) => key(name) === key({ ns: DAV, name: 'sync-token' }) || key(name) === key({ ns: CALENDARSERVER, name: 'getctag' }),
+  );
 }
 
-async function collectionProperties(context: DavContext, kind: Exclude<Resource['kind'], 'card'>, request: PropertyRequest): Promise<PropertySet> {
+async function collectionProperties(
+  context: DavContext,
+  kind: Exclude<Resource['kind'], 'card'>,
+  request: PropertyRequest,
+): Promise<PropertySet> {
   const user = await userContext(context);
   switch (kind) {
     case 'root':
@@ -337,7 +359,15 @@ async function multiget({ app, reply, userId }: DavContext, body: XmlElement) {
   const tooLong = requested.find((href) => href.length > MAX_HREF_CHARS);
   if (tooLong !== undefined) throw new DavError(400, `An href holds ${tooLong.length} characters: at most ${MAX_HREF_CHARS}`);
   const names = requested.map((href) => cardNameOfHref(href, userId));
-  const found = new Map((await findCards(app, userId, names.filter((name): name is string => name !== null))).map((card) => [card.name, card]));
+  const found = new Map(
+    (
+      await findCards(
+        app,
+        userId,
+        names.filter((name): name is string => name !== null),
+      )
+    ).map((card) => [card.name, card]),
+  );
   return multistatus(
     reply,
     multistatusDocument(
@@ -392,7 +422,10 @@ async function syncCollection({ app, request, reply, userId, resource }: DavCont
   } catch (error) {
     if (error instanceof SyncTokenRefused) throw new DavError(403, error.message, { ns: DAV, name: 'valid-sync-token' });
     if (error instanceof SyncLimitTooLow) {
-      throw new DavError(507, 'The limit of 0 holds none of the changes waiting: ask for at least 1', { ns: DAV, name: 'number-of-matches-within-limits' });
+      throw new DavError(507, 'The limit of 0 holds none of the changes waiting: ask for at least 1', {
+        ns: DAV,
+        name: 'number-of-matches-within-limits',
+      });
     }
     throw error;
   }
@@ -419,7 +452,8 @@ async function getCard({ app, request, reply, userId }: DavContext, name: string
 /** 415 unless the body is declared a vCard (`text/vcard` or `text/x-vcard`, parameters allowed). */
 function checkCardType(request: FastifyRequest): void {
   const type = mediaTypeOf(request);
-  if (type === null || !CARD_TYPES.has(type)) throw new DavError(415, `Unsupported Media Type: ${type === null ? 'none' : shortened(type)}`);
+  if (type === null || !CARD_TYPES.has(type))
+    throw new DavError(415, `Unsupported Media Type: ${type === null ? 'none' : shortened(type)}`);
 }
 
 async function putCardRoute({ app, request, reply, userId }: DavContext, name: string) {
@@ -443,11 +477,18 @@ async function putCardRoute({ app, request, reply, userId }: DavContext, name: s
       throw new DavError(403, 'Not one well-formed vCard: the body is not UTF-8', { ns: CARDDAV, name: 'valid-address-data' });
     }
     const { created, card } = await putCard(app, userId, name, text, conditions);
-    return reply.code(created ? 201 : 204).header('ETag', card.etag).send();
+    return reply
+      .code(created ? 201 : 204)
+      .header('ETag', card.etag)
+      .send();
   } catch (error) {
     if (error instanceof CardWriteRefused && error.reason === 'precondition') throw new DavError(412, CHANGED);
     if (error instanceof CardWriteRefused) {
-      throw new DavError(409, 'A card of this address book already has this UID', { ns: CARDDAV, name: 'no-uid-conflict', hrefs: [hrefs.card(userId, error.holder!)] });
+      throw new DavError(409, 'A card of this address book already has this UID', {
+        ns: CARDDAV,
+        name: 'no-uid-conflict',
+        hrefs: [hrefs.card(userId, error.holder!)],
+      });
     }
     if (error instanceof CardRefused) throw new DavError(403, error.message, { ns: CARDDAV, name: error.precondition });
     // RFC 4331 §6: a quota is DAV:quota-not-exceeded with 507.

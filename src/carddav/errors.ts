@@ -86,7 +86,10 @@ export function davErrorHandler(error: FastifyError | Error, request: FastifyReq
   if (status >= 400 && status < 500) return sendDavError(reply, new DavError(status, error.message));
   if (isDatabaseUnavailable(error)) {
     request.server.databaseOutage.failed(error);
-    return sendDavError(reply, new DavError(503, 'Service unavailable: the database is not reachable', undefined, { 'Retry-After': DATABASE_RETRY_AFTER_S }));
+    return sendDavError(
+      reply,
+      new DavError(503, 'Service unavailable: the database is not reachable', undefined, { 'Retry-After': DATABASE_RETRY_AFTER_S }),
+    );
   }
   request.log.error({ err: error }, 'unhandled error');
   return sendDavError(reply, new DavError(500, 'Internal Server Error'));

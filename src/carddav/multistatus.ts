@@ -1,7 +1,18 @@
 import { filterCardProperties } from './address-data.js';
 import { DavError } from './errors.js';
 import type { StoredCard } from '../contacts/cards.service.js';
-import { CALENDARSERVER, CARDDAV, DAV, type PropertyName, qualified, xmlDocument, type XmlElement, type XmlNode, type XmlValue, xmlText } from './xml.js';
+import {
+  CALENDARSERVER,
+  CARDDAV,
+  DAV,
+  type PropertyName,
+  qualified,
+  xmlDocument,
+  type XmlElement,
+  type XmlNode,
+  type XmlValue,
+  xmlText,
+} from './xml.js';
 
 /*
  * Properties of the CardDAV resources (docs/carddav.md, "Properties") and the 207 Multi-Status
@@ -27,7 +38,12 @@ export interface RequestedProperty extends PropertyName {
 }
 
 export const key = ({ ns, name }: PropertyName): string => `${ns} ${name}`;
-const STATUS = { 200: 'HTTP/1.1 200 OK', 403: 'HTTP/1.1 403 Forbidden', 404: 'HTTP/1.1 404 Not Found', 507: 'HTTP/1.1 507 Insufficient Storage' };
+const STATUS = {
+  200: 'HTTP/1.1 200 OK',
+  403: 'HTTP/1.1 403 Forbidden',
+  404: 'HTTP/1.1 404 Not Found',
+  507: 'HTTP/1.1 507 Insufficient Storage',
+};
 
 /**
  * Bounds on the names a request may list: each is echoed in every response of a multistatus (a
@@ -40,10 +56,14 @@ export const MAX_PROPERTY_NAME_CHARS = 4096;
 export function boundedNames<T extends PropertyName>(names: readonly T[]): T[] {
   const seen = new Set<string>();
   const distinct = names.filter((name) => !seen.has(key(name)) && seen.add(key(name)));
-  if (distinct.length > MAX_PROPERTIES) throw new DavError(400, `The request names ${distinct.length} properties: at most ${MAX_PROPERTIES}`);
+  if (distinct.length > MAX_PROPERTIES)
+    throw new DavError(400, `The request names ${distinct.length} properties: at most ${MAX_PROPERTIES}`);
   const chars = distinct.reduce((sum, { ns, name }) => sum + ns.length + name.length, 0);
   if (chars > MAX_PROPERTY_NAME_CHARS) {
-    throw new DavError(400, `The property names and namespaces of the request hold ${chars} characters: at most ${MAX_PROPERTY_NAME_CHARS}`);
+    throw new DavError(
+      400,
+      `The property names and namespaces of the request hold ${chars} characters: at most ${MAX_PROPERTY_NAME_CHARS}`,
+    );
   }
   return distinct;
 }
@@ -52,8 +72,11 @@ export function boundedNames<T extends PropertyName>(names: readonly T[]): T[] {
 export function requestedProperties(prop: XmlElement): RequestedProperty[] {
   return boundedNames(prop.children).map((requested): RequestedProperty => {
     if (requested.ns !== CARDDAV || requested.name !== 'address-data') return { ns: requested.ns, name: requested.name };
-    const names = requested.children.filter((c) => c.ns === CARDDAV && c.name === 'prop').map((c) => (c.attributes.name ?? '').toUpperCase());
-    if (names.length > MAX_PROPERTIES) throw new DavError(400, `address-data names ${names.length} vCard properties: at most ${MAX_PROPERTIES}`);
+    const names = requested.children
+      .filter((c) => c.ns === CARDDAV && c.name === 'prop')
+      .map((c) => (c.attributes.name ?? '').toUpperCase());
+    if (names.length > MAX_PROPERTIES)
+      throw new DavError(400, `address-data names ${names.length} vCard properties: at most ${MAX_PROPERTIES}`);
     return { ns: requested.ns, name: requested.name, ...(names.length > 0 ? { cardProperties: names } : {}) };
   });
 }
@@ -68,14 +91,24 @@ export function propertyRequestOf(parent: XmlElement | null): PropertyRequest {
 }
 
 const EMPTY = () => '';
-const text = (value: string): PropertyValue => () => xmlText(value);
-const href = (value: string): PropertyValue => () => ({ 'D:href': xmlText(value) });
-const elements = (...names: string[]): PropertyValue => () => Object.fromEntries(names.map((name) => [name, '']));
+const text =
+  (value: string): PropertyValue =>
+  () =>
+    xmlText(value);
+const href =
+  (value: string): PropertyValue =>
+  () => ({ 'D:href': xmlText(value) });
+const elements =
+  (...names: string[]): PropertyValue =>
+  () =>
+    Object.fromEntries(names.map((name) => [name, '']));
 
 const CARD_TYPE = 'text/vcard; charset=utf-8';
 
 /** `D:current-user-privilege-set`: what iOS and DAVx5 read to decide that the book is writable. */
-const privileges: PropertyValue = () => ({ 'D:privilege': ['read', 'write', 'write-content', 'bind', 'unbind'].map((privilege) => ({ [`D:${privilege}`]: '' })) });
+const privileges: PropertyValue = () => ({
+  'D:privilege': ['read', 'write', 'write-content', 'bind', 'unbind'].map((privilege) => ({ [`D:${privilege}`]: '' })),
+});
 
 /** Values shared by every resource of the user. */
 export interface UserContext {
@@ -140,7 +173,9 @@ export function bookProperties(user: UserContext, syncToken: string | null): Pro
     [
       D('supported-report-set'),
       () => ({
-        'D:supported-report': ['C:addressbook-multiget', 'C:addressbook-query', 'D:sync-collection'].map((report) => ({ 'D:report': { [report]: '' } })),
+        'D:supported-report': ['C:addressbook-multiget', 'C:addressbook-query', 'D:sync-collection'].map((report) => ({
+          'D:report': { [report]: '' },
+        })),
       }),
     ],
     [
@@ -221,7 +256,12 @@ function propstat(properties: [PropertyName, PropertyValue | null][], status: st
   properties.forEach(([name, value], index) => {
     const { key: qualifiedName, declaration } = qualified(name, index);
     const content = value ? value() : '';
-    prop[qualifiedName] = Object.keys(declaration).length === 0 ? content : typeof content === 'string' ? { ...declaration, '#text': content } : { ...declaration, ...content };
+    prop[qualifiedName] =
+      Object.keys(declaration).length === 0
+        ? content
+        : typeof content === 'string'
+          ? { ...declaration, '#text': content }
+          : { ...declaration, ...content };
   });
   return { 'D:prop': prop, 'D:status': status, ...(error ? { 'D:error': { [qualified(error, 0).key]: '' } } : {}) };
 }
@@ -230,7 +270,13 @@ function propstat(properties: [PropertyName, PropertyValue | null][], status: st
 function response(href: string, { found, missing }: Found): XmlNode {
   const propstats: XmlNode[] = [];
   if (found.length > 0 || missing.length === 0) propstats.push(propstat(found, STATUS[200]));
-  if (missing.length > 0) propstats.push(propstat(missing.map((name) => [name, null]), STATUS[404]));
+  if (missing.length > 0)
+    propstats.push(
+      propstat(
+        missing.map((name) => [name, null]),
+        STATUS[404],
+      ),
+    );
   return { 'D:href': xmlText(href), 'D:propstat': propstats };
 }
 
@@ -256,10 +302,22 @@ export function truncatedResponse(href: string): XmlNode {
 
 /** PROPPATCH's answer: every property refused in a 403 propstat holding `D:cannot-modify-protected-property` (RFC 4918 §9.2). */
 export function protectedResponse(href: string, names: PropertyName[]): XmlNode {
-  return { 'D:href': xmlText(href), 'D:propstat': [propstat(names.map((name) => [name, null]), STATUS[403], D('cannot-modify-protected-property'))] };
+  return {
+    'D:href': xmlText(href),
+    'D:propstat': [
+      propstat(
+        names.map((name) => [name, null]),
+        STATUS[403],
+        D('cannot-modify-protected-property'),
+      ),
+    ],
+  };
 }
 
 /** A `D:multistatus` document of these responses, and a `D:sync-token` after them when given. */
 export function multistatusDocument(responses: XmlNode[], syncToken?: string): string {
-  return xmlDocument(DAV, 'multistatus', { 'D:response': responses, ...(syncToken === undefined ? {} : { 'D:sync-token': xmlText(syncToken) }) });
+  return xmlDocument(DAV, 'multistatus', {
+    'D:response': responses,
+    ...(syncToken === undefined ? {} : { 'D:sync-token': xmlText(syncToken) }),
+  });
 }

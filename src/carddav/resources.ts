@@ -3,12 +3,7 @@
  * address-book home and its one book, and the cards in it. Another user's paths are no resource.
  */
 
-export type Resource =
-  | { kind: 'root' }
-  | { kind: 'principal' }
-  | { kind: 'home' }
-  | { kind: 'book' }
-  | { kind: 'card'; name: string };
+export type Resource = { kind: 'root' } | { kind: 'principal' } | { kind: 'home' } | { kind: 'book' } | { kind: 'card'; name: string };
 
 export type ResourceKind = Resource['kind'];
 
@@ -87,7 +82,11 @@ export const hrefs = {
 
 /** The href of `resource` for user `userId`. */
 export function hrefOf(resource: Resource, userId: number): string {
-  return resource.kind === 'card' ? hrefs.card(userId, resource.name) : resource.kind === 'root' ? hrefs.root() : hrefs[resource.kind](userId);
+  return resource.kind === 'card'
+    ? hrefs.card(userId, resource.name)
+    : resource.kind === 'root'
+      ? hrefs.root()
+      : hrefs[resource.kind](userId);
 }
 
 /** The card name an href in a request names in user `userId`'s book, or null (another book, or no card). */

@@ -98,10 +98,17 @@ export interface XmlNode {
   [name: string]: XmlValue | XmlValue[];
 }
 
-const builder = new XMLBuilder({ ignoreAttributes: false, attributeNamePrefix: '@', suppressEmptyNode: true, processEntities: true, format: false });
+const builder = new XMLBuilder({
+  ignoreAttributes: false,
+  attributeNamePrefix: '@',
+  suppressEmptyNode: true,
+  processEntities: true,
+  format: false,
+});
 /** Characters XML 1.0 cannot hold (C0 controls but tab, LF and CR; lone surrogates; U+FFFE/U+FFFF). */
-// eslint-disable-next-line no-control-regex -- these are exactly the characters to find
-const NOT_XML = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const NOT_XML =
+  // eslint-disable-next-line no-control-regex -- these are exactly the characters to find
+  /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 const NOT_XML_CHAR = new RegExp(NOT_XML.source);
 
@@ -113,7 +120,10 @@ export function xmlText(value: string): string {
 /** A document whose root is element `name` of namespace `ns`, with every known namespace declared on it. */
 export function xmlDocument(ns: string, name: string, content: XmlNode): string {
   const declarations = Object.fromEntries(Object.entries(PREFIXES).map(([uri, prefix]) => [`@xmlns:${prefix}`, uri]));
-  return builder.build({ '?xml': { '@version': '1.0', '@encoding': 'UTF-8' }, [`${PREFIXES[ns]}:${name}`]: { ...declarations, ...content } });
+  return builder.build({
+    '?xml': { '@version': '1.0', '@encoding': 'UTF-8' },
+    [`${PREFIXES[ns]}:${name}`]: { ...declarations, ...content },
+  });
 }
 
 /**

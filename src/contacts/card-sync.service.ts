@@ -76,7 +76,8 @@ function decode(secret: string, ownerId: number, token: string): TokenState | nu
   if (claims.u !== ownerId || !isXid(claims.f)) return null;
   const base = { f: claims.f };
   if ('a' in claims) return isCount(claims.a) ? { ...base, a: claims.a } : null;
-  if ('x' in claims) return isXid(claims.x) && isCount(claims.i) && isXid(claims.n) ? { ...base, x: claims.x, i: claims.i, n: claims.n } : null;
+  if ('x' in claims)
+    return isXid(claims.x) && isCount(claims.i) && isXid(claims.n) ? { ...base, x: claims.x, i: claims.i, n: claims.n } : null;
   return base;
 }
 
@@ -141,7 +142,8 @@ export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: st
   const changes = await repository.changesSince(deps.db, ownerId, state.f, round.after, max === Number.MAX_SAFE_INTEGER ? max : max + 1);
   // Read after the changes: a purge that took a tombstone from under that read is seen here.
   const horizon = await repository.purgedHorizon(deps.db, ownerId);
-  if (horizon !== null && BigInt(horizon) >= BigInt(state.f)) throw new SyncTokenRefused('Sync token expired: deletions since it was handed out are forgotten; start a full sync');
+  if (horizon !== null && BigInt(horizon) >= BigInt(state.f))
+    throw new SyncTokenRefused('Sync token expired: deletions since it was handed out are forgotten; start a full sync');
   const page = changes.slice(0, max);
   const truncated = changes.length > max;
   if (truncated && page.length === 0) throw new SyncLimitTooLow();

@@ -1,5 +1,14 @@
 import { listedTags } from '../../plugins/http/conditional.js';
-import { CardRefused, derivedCardName, derivedUid, idOfDerivedCardName, idOfDerivedUid, type ReadCard, readCard, renderedCard } from './cards.js';
+import {
+  CardRefused,
+  derivedCardName,
+  derivedUid,
+  idOfDerivedCardName,
+  idOfDerivedUid,
+  type ReadCard,
+  readCard,
+  renderedCard,
+} from './cards.js';
 import * as repository from './contacts.repository.js';
 import type { CardRow, CardSummary, ContactFields } from './contacts.repository.js';
 import { type ContactsDeps, contactTag, createFromCard, invalidate, toContact } from './contacts.service.js';
@@ -44,7 +53,14 @@ function nameOf(row: Pick<CardRow, 'id' | 'card_name'>): string {
 export function storedCard(row: CardRow): StoredCard {
   const contact = toContact(row);
   const text = row.card ?? renderedCard(contact);
-  return { id: row.id, name: nameOf(row), etag: contactTag(contact), updatedAt: row.updated_at, text, octets: () => Buffer.byteLength(text) };
+  return {
+    id: row.id,
+    name: nameOf(row),
+    etag: contactTag(contact),
+    updatedAt: row.updated_at,
+    text,
+    octets: () => Buffer.byteLength(text),
+  };
 }
 
 function summarized(row: CardSummary): StoredCard {
@@ -65,7 +81,10 @@ export async function findCards(deps: ContactsDeps, ownerId: number, names: read
     const id = idOfDerivedCardName(name);
     return id === null ? [] : [id];
   });
-  const [byId, byName] = await Promise.all([repository.findCardRows(deps.db, ownerId, derived), repository.findCardRowsByChosenNames(deps.db, ownerId, names)]);
+  const [byId, byName] = await Promise.all([
+    repository.findCardRows(deps.db, ownerId, derived),
+    repository.findCardRowsByChosenNames(deps.db, ownerId, names),
+  ]);
   const wanted = new Set(names);
   const found = new Map<number, StoredCard>();
   for (const row of [...byId, ...byName]) if (wanted.has(nameOf(row))) found.set(row.id, storedCard(row));
@@ -78,7 +97,12 @@ export async function cardsByIds(deps: ContactsDeps, ownerId: number, ids: reado
 }
 
 /** Up to `limit` of the owner's cards after contact `afterId`, in id order, with their text. */
-export async function listCardsWithText(deps: ContactsDeps, ownerId: number, afterId = 0, limit = Number.MAX_SAFE_INTEGER): Promise<StoredCard[]> {
+export async function listCardsWithText(
+  deps: ContactsDeps,
+  ownerId: number,
+  afterId = 0,
+  limit = Number.MAX_SAFE_INTEGER,
+): Promise<StoredCard[]> {
   return (await repository.listCardRows(deps.db, ownerId, afterId, limit)).map(storedCard);
 }
 
@@ -111,7 +135,8 @@ function ifNoneMatchHolds(ifNoneMatch: string | undefined, card: StoredCard | un
 /** Throws CardWriteRefused('precondition') when a PUT of `name` under `conditions` would fail them. */
 export async function checkPutPreconditions(deps: ContactsDeps, ownerId: number, name: string, conditions: PutConditions): Promise<void> {
   const existing = await findCard(deps, ownerId, name);
-  if (!ifMatchHolds(conditions.ifMatch, existing) || !ifNoneMatchHolds(conditions.ifNoneMatch, existing)) throw new CardWriteRefused('precondition');
+  if (!ifMatchHolds(conditions.ifMatch, existing) || !ifNoneMatchHolds(conditions.ifNoneMatch, existing))
+    throw new CardWriteRefused('precondition');
 }
 
 /**
@@ -144,7 +169,13 @@ async function attempt<T>(write: () => Promise<T>): Promise<T | 'retry' | 'uid'>
  * face that lands between the checks and this write is retried against; under If-Match it then
  * fails the precondition, so of two conditional writers holding the same tag exactly one wins.
  */
-export async function putCard(deps: ContactsDeps, ownerId: number, name: string, text: string, conditions: PutConditions): Promise<{ created: boolean; card: StoredCard }> {
+export async function putCard(
+  deps: ContactsDeps,
+  ownerId: number,
+  name: string,
+  text: string,
+  conditions: PutConditions,
+): Promise<{ created: boolean; card: StoredCard }> {
   for (;;) {
     const now = deps.now();
     let read: ReadCard | null = null;
@@ -161,7 +192,8 @@ export async function putCard(deps: ContactsDeps, ownerId: number, name: string,
       read ? repository.heldEmails(deps.db, ownerId, read.fields.emails) : new Map<string, number>(),
     ]);
     const existing = row && storedCard(row);
-    if (!ifMatchHolds(conditions.ifMatch, existing) || !ifNoneMatchHolds(conditions.ifNoneMatch, existing)) throw new CardWriteRefused('precondition');
+    if (!ifMatchHolds(conditions.ifMatch, existing) || !ifNoneMatchHolds(conditions.ifNoneMatch, existing))
+      throw new CardWriteRefused('precondition');
     if (!read) throw refused;
     const currentUid = row ? (row.uid ?? derivedUid(row.id)) : null;
     if (currentUid !== null && currentUid !== read.uid) throw new CardWriteRefused('uid-conflict', name);
@@ -172,7 +204,9 @@ export async function putCard(deps: ContactsDeps, ownerId: number, name: string,
       if (existing) {
         // The version read above: a write in between sends this PUT round again.
         const uid = read.uid === derivedUid(existing.id) ? null : read.uid;
-        const written = await repository.updateCardContact(deps.db, ownerId, existing.id, fields, { card: text, uid }, now, [existing.updatedAt]);
+        const written = await repository.updateCardContact(deps.db, ownerId, existing.id, fields, { card: text, uid }, now, [
+          existing.updatedAt,
+        ]);
         return written && { created: false, card: storedCard(written) };
       }
       const inserted = await createFromCard(deps, ownerId, fields, { card: text, card_name: name, uid: read.uid }, now);
@@ -187,7 +221,12 @@ export async function putCard(deps: ContactsDeps, ownerId: number, name: string,
 }
 
 /** Deletes the owner's card `name` if `If-Match` holds: 'missing' (404), 'precondition' (412) or 'deleted'. */
-export async function deleteCard(deps: ContactsDeps, ownerId: number, name: string, ifMatch: string | undefined): Promise<'deleted' | 'missing' | 'precondition'> {
+export async function deleteCard(
+  deps: ContactsDeps,
+  ownerId: number,
+  name: string,
+  ifMatch: string | undefined,
+): Promise<'deleted' | 'missing' | 'precondition'> {
   for (;;) {
     const existing = await findCard(deps, ownerId, name);
     if (!existing) return 'missing';

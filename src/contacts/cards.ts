@@ -142,7 +142,9 @@ function phoneOf(value: string): string | null {
 }
 
 function emailOf(value: string): string | null {
-  const email = unescapeValue(value).trim().replace(/^mailto:/i, '');
+  const email = unescapeValue(value)
+    .trim()
+    .replace(/^mailto:/i, '');
   return email.length <= EMAIL_MAX && EMAIL.test(email) ? email : null;
 }
 
@@ -181,14 +183,17 @@ export function readCard(text: string, now: Date): ReadCard {
   }
   const version = firstLine(card, 'VERSION')?.value.trim();
   if (version === undefined) throw new CardRefused('valid-address-data', 'The vCard has no VERSION');
-  if (version !== '3.0' && version !== '4.0') throw new CardRefused('supported-address-data', `vCard version ${version} is not supported (3.0 or 4.0)`);
+  if (version !== '3.0' && version !== '4.0')
+    throw new CardRefused('supported-address-data', `vCard version ${version} is not supported (3.0 or 4.0)`);
   const uid = unescapeValue(firstLine(card, 'UID')?.value ?? '').trim();
   if (uid === '') throw new CardRefused('valid-address-data', 'The vCard has no UID');
-  if (Buffer.byteLength(uid) > UID_MAX_OCTETS) throw new CardRefused('valid-address-data', `The UID is longer than ${UID_MAX_OCTETS} octets`);
+  if (Buffer.byteLength(uid) > UID_MAX_OCTETS)
+    throw new CardRefused('valid-address-data', `The UID is longer than ${UID_MAX_OCTETS} octets`);
   const names = namesOf(card);
   if (names.first_name === '' && names.last_name === '') throw new CardRefused('valid-address-data', 'The vCard has no name (FN or N)');
   for (const field of ['first_name', 'last_name'] as const) {
-    if ([...names[field]].length > NAME_MAX) throw new CardRefused('valid-address-data', `${field} must NOT have more than ${NAME_MAX} characters`);
+    if ([...names[field]].length > NAME_MAX)
+      throw new CardRefused('valid-address-data', `${field} must NOT have more than ${NAME_MAX} characters`);
   }
   const today = utcDate(now);
   const emails: string[] = [];
@@ -248,7 +253,8 @@ export function rewriteCard(text: string, before: Contact, written: WrittenField
     replaceOrAdd(at, at >= 0 ? lines[at]!.prefix : asUri ? 'TEL;VALUE=uri' : 'TEL', `${asUri ? 'tel:' : ''}${written.phone}`);
   }
   if (written.birthday !== undefined && written.birthday !== null) {
-    const at = before.birthday === null ? -1 : lines.findIndex((line) => line.name === 'BDAY' && birthdayOf(line.value, today) === before.birthday);
+    const at =
+      before.birthday === null ? -1 : lines.findIndex((line) => line.name === 'BDAY' && birthdayOf(line.value, today) === before.birthday);
     const dashed = at >= 0 && lines[at]!.value.includes('-');
     replaceOrAdd(at, at >= 0 ? lines[at]!.prefix : 'BDAY', dashed ? written.birthday : written.birthday.replaceAll('-', ''));
   }

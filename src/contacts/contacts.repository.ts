@@ -53,7 +53,10 @@ export function isDuplicateEmail(error: unknown): boolean {
 function columnValues(fields: ContactFields): Pick<Updateable<ContactsTable>, WritableColumn> {
   const { kinds } = schemaFields.Contact;
   return Object.fromEntries(
-    Object.entries(fields).map(([column, value]) => [column, kinds[column as keyof typeof kinds] === 'object' && value != null ? JSON.stringify(value) : value]),
+    Object.entries(fields).map(([column, value]) => [
+      column,
+      kinds[column as keyof typeof kinds] === 'object' && value != null ? JSON.stringify(value) : value,
+    ]),
   );
 }
 
@@ -142,7 +145,12 @@ export async function updateContact(
 }
 
 /** Deletes the owner's contact `id` (if its `updated_at` is one of `versions`, when given) and returns it as it was. */
-export async function deleteContact(db: Kysely<Database>, ownerId: number, id: number, versions?: readonly Date[]): Promise<ContactRow | undefined> {
+export async function deleteContact(
+  db: Kysely<Database>,
+  ownerId: number,
+  id: number,
+  versions?: readonly Date[],
+): Promise<ContactRow | undefined> {
   return db
     .deleteFrom('contacts')
     .where('owner_id', '=', ownerId)
@@ -171,7 +179,10 @@ function orderTerms(keys: readonly SortKey[]): [RawBuilder<unknown>, OrderByModi
 }
 
 /** `query` ordered by `terms`. */
-function ordered<Q extends { orderBy(term: RawBuilder<unknown>, direction: OrderByModifiers): Q }>(query: Q, terms: ReturnType<typeof orderTerms>): Q {
+function ordered<Q extends { orderBy(term: RawBuilder<unknown>, direction: OrderByModifiers): Q }>(
+  query: Q,
+  terms: ReturnType<typeof orderTerms>,
+): Q {
   return terms.reduce((ordering, [term, direction]) => ordering.orderBy(term, direction), query);
 }
 
@@ -210,9 +221,16 @@ export async function listContacts(
   const terms = orderTerms(sort);
   const fetchable = findsByGrams(conditions) && (await hasSearchGrams(db, ownerId));
   const counts = (eb: ContactsBuilder) => countPredicate(eb, ownerId, conditions, fetchable);
-  const ownerSize = db.selectFrom('contact_counts').where('owner_id', '=', ownerId).select(sql<number>`coalesce(sum(contacts), 0)`.as('n'));
-  const walked = ordered(db.selectFrom('contacts').where(matching(ownerId, conditions)).select('id'), terms).offset(skip).limit(limit);
-  const fetchMatches = fetchable ? sql<boolean>`${sql.lit(FETCH_TO_WALK_COST)} * count(*) * count(*) <= ${skip + limit}::bigint * (${ownerSize})` : sql<boolean>`false`;
+  const ownerSize = db
+    .selectFrom('contact_counts')
+    .where('owner_id', '=', ownerId)
+    .select(sql<number>`coalesce(sum(contacts), 0)`.as('n'));
+  const walked = ordered(db.selectFrom('contacts').where(matching(ownerId, conditions)).select('id'), terms)
+    .offset(skip)
+    .limit(limit);
+  const fetchMatches = fetchable
+    ? sql<boolean>`${sql.lit(FETCH_TO_WALK_COST)} * count(*) * count(*) <= ${skip + limit}::bigint * (${ownerSize})`
+    : sql<boolean>`false`;
   // Without conditions, the total is the owner's size, which triggers keep (migration 008).
   const counted =
     conditions.length === 0
@@ -224,7 +242,9 @@ export async function listContacts(
   // The sort's columns of every match; OFFSET 0 keeps the planner from reading them in index order.
   const sortColumns = [...new Set(['id' as const, ...sort.map((key) => key.field)])];
   const matches = db.selectFrom('contacts').where(counts).select(sortColumns).offset(0);
-  const fetched = ordered(db.selectFrom(matches.as('contacts')).select('id'), terms).offset(skip).limit(limit);
+  const fetched = ordered(db.selectFrom(matches.as('contacts')).select('id'), terms)
+    .offset(skip)
+    .limit(limit);
   // Inside the page's subqueries and outside, `contacts` names that scope's own table. Each arm's
   // condition reads only the count, so it is a one-time filter: the arm not chosen never runs.
   const result = await ordered(
@@ -237,7 +257,12 @@ export async function listContacts(
                 .selectFrom(walked.as('walked'))
                 .select('walked.id')
                 .where(sql<boolean>`not counted.fetch_matches`)
-                .unionAll(eb.selectFrom(fetched.as('fetched')).select('fetched.id').where(sql<boolean>`counted.fetch_matches`))
+                .unionAll(
+                  eb
+                    .selectFrom(fetched.as('fetched'))
+                    .select('fetched.id')
+                    .where(sql<boolean>`counted.fetch_matches`),
+                )
                 .as('page')
             : walked.as('page'),
         (join) => join.onTrue(),
@@ -264,7 +289,10 @@ export async function* streamContacts(
   sort: readonly SortKey[],
   batchSize: number,
 ): AsyncGenerator<ContactRow[]> {
-  const { sql: select, parameters } = ordered(db.selectFrom('contacts').where(matching(ownerId, conditions)).select(CONTACT_COLUMNS), orderTerms(sort)).compile();
+  const { sql: select, parameters } = ordered(
+    db.selectFrom('contacts').where(matching(ownerId, conditions)).select(CONTACT_COLUMNS),
+    orderTerms(sort),
+  ).compile();
   const trx = await db.startTransaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute();
   try {
     await trx.executeQuery(CompiledQuery.raw(`declare contacts_export no scroll cursor for ${select}`, [...parameters]));
@@ -276,7 +304,10 @@ export async function* streamContacts(
   } finally {
     // Read-only, so ending it either way is the same. A rollback that fails (a dead connection)
     // still releases the connection, and there is nothing left to undo.
-    await trx.rollback().execute().catch(() => undefined);
+    await trx
+      .rollback()
+      .execute()
+      .catch(() => undefined);
   }
 }
 
@@ -285,7 +316,12 @@ export async function* streamContacts(
  * owner already has (ignoring case, also one committed meanwhile). Returns the e-mails of the rows
  * inserted, as given.
  */
-export async function insertContacts(db: Kysely<Database>, ownerId: number, contacts: readonly ContactFields[], now: Date): Promise<Set<string>> {
+export async function insertContacts(
+  db: Kysely<Database>,
+  ownerId: number,
+  contacts: readonly ContactFields[],
+  now: Date,
+): Promise<Set<string>> {
   // 1,000 rows of at most 10 parameters each stay far below PostgreSQL's 65,535 per statement.
   const CHUNK = 1000;
   const inserted = new Set<string>();
@@ -293,9 +329,12 @@ export async function insertContacts(db: Kysely<Database>, ownerId: number, cont
     const rows = await db
       .insertInto('contacts')
       .values(
-        contacts
-          .slice(start, start + CHUNK)
-          .map((fields) => ({ ...(columnValues(fields) as Insertable<ContactsTable>), owner_id: ownerId, created_at: now, updated_at: now })),
+        contacts.slice(start, start + CHUNK).map((fields) => ({
+          ...(columnValues(fields) as Insertable<ContactsTable>),
+          owner_id: ownerId,
+          created_at: now,
+          updated_at: now,
+        })),
       )
       .onConflict((conflict) => conflict.doNothing())
       .returning('email')
@@ -325,7 +364,12 @@ export async function listUpcomingBirthdays(
     eb.and([eb('owner_id', '=', ownerId), from === to ? eb('birthday_key', '=', from) : eb.between('birthday_key', from, to)]);
   /** Where segment `i` starts in the whole list: the counts of the segments before it. */
   const start = (i: number): RawBuilder<number> =>
-    i === 0 ? sql<number>`0` : sql<number>`(${sql.join(segments.slice(0, i).map((_, j) => sql.ref(`counted.n${j}`)), sql` + `)})`;
+    i === 0
+      ? sql<number>`0`
+      : sql<number>`(${sql.join(
+          segments.slice(0, i).map((_, j) => sql.ref(`counted.n${j}`)),
+          sql` + `,
+        )})`;
   const segmentPage = (eb: ExpressionBuilder<Database, never>, segment: BirthdaySegment, i: number) =>
     eb
       .selectFrom((from) =>
@@ -333,7 +377,13 @@ export async function listUpcomingBirthdays(
           .selectFrom('contacts')
           .where((w) => inSegment(w, segment))
           // Within a one-day segment the keys differ (228, 229) but the day does not: order by name alone.
-          .select([sql.lit(i).as('segment'), (segment.oneDay ? sql.lit(segment.from) : sql.ref('birthday_key')).as('day'), 'last_name', 'first_name', 'id'])
+          .select([
+            sql.lit(i).as('segment'),
+            (segment.oneDay ? sql.lit(segment.from) : sql.ref('birthday_key')).as('day'),
+            'last_name',
+            'first_name',
+            'id',
+          ])
           .$if(!segment.oneDay, (query) => query.orderBy('birthday_key'))
           .orderBy('last_name')
           .orderBy('first_name')
@@ -345,16 +395,26 @@ export async function listUpcomingBirthdays(
       .selectAll();
   const result = await db
     // Materialized: inlined, each use of a count below would run its scan again.
-    .with((cte) => cte('counted').materialized(), (qb) =>
-      qb.selectNoFrom((eb) =>
-        segments.map((segment, i) =>
-          eb.selectFrom('contacts').where((w) => inSegment(w, segment)).select((count) => count.fn.countAll<number>().as('n')).as(`n${i}`),
+    .with(
+      (cte) => cte('counted').materialized(),
+      (qb) =>
+        qb.selectNoFrom((eb) =>
+          segments.map((segment, i) =>
+            eb
+              .selectFrom('contacts')
+              .where((w) => inSegment(w, segment))
+              .select((count) => count.fn.countAll<number>().as('n'))
+              .as(`n${i}`),
+          ),
         ),
-      ),
     )
     .selectFrom('counted')
     .leftJoinLateral(
-      (eb) => segments.slice(1).reduce((union, segment, i) => union.unionAll(segmentPage(eb, segment, i + 1)), segmentPage(eb, segments[0]!, 0)).as('page'),
+      (eb) =>
+        segments
+          .slice(1)
+          .reduce((union, segment, i) => union.unionAll(segmentPage(eb, segment, i + 1)), segmentPage(eb, segments[0]!, 0))
+          .as('page'),
       (join) => join.onTrue(),
     )
     .leftJoin('contacts', (join) => join.onRef('contacts.id', '=', 'page.id').on('contacts.owner_id', '=', ownerId))
@@ -389,30 +449,47 @@ export function cardUniquenessRefused(error: unknown): 'card_name' | 'uid' | nul
 
 /** The owner's contact `id` with its card columns. */
 export async function findCardRow(db: Kysely<Database>, ownerId: number, id: number): Promise<CardRow | undefined> {
-  return db.selectFrom('contacts').select([...CONTACT_COLUMNS, ...CARD_COLUMNS]).where('owner_id', '=', ownerId).where('id', '=', id).executeTakeFirst();
+  return db
+    .selectFrom('contacts')
+    .select([...CONTACT_COLUMNS, ...CARD_COLUMNS])
+    .where('owner_id', '=', ownerId)
+    .where('id', '=', id)
+    .executeTakeFirst();
 }
 
 /**
  * The owner's contact whose card has the resource name `name`: the contact `derivedId` when the name
  * is the derived name of that contact and its client chose none, else the one whose client chose it.
  */
-export async function findCardRowByName(db: Kysely<Database>, ownerId: number, name: string, derivedId: number | null): Promise<CardRow | undefined> {
-  return db
-    .selectFrom('contacts')
-    .select([...CONTACT_COLUMNS, ...CARD_COLUMNS])
-    .where('owner_id', '=', ownerId)
-    .where((eb) => {
-      const chosen = eb('card_name', '=', name);
-      return derivedId === null ? chosen : eb.or([chosen, eb.and([eb('id', '=', derivedId), eb('card_name', 'is', null)])]);
-    })
-    // The derived one first: it is the contact's own name.
-    .orderBy(sql`card_name is null`, 'desc')
-    .limit(1)
-    .executeTakeFirst();
+export async function findCardRowByName(
+  db: Kysely<Database>,
+  ownerId: number,
+  name: string,
+  derivedId: number | null,
+): Promise<CardRow | undefined> {
+  return (
+    db
+      .selectFrom('contacts')
+      .select([...CONTACT_COLUMNS, ...CARD_COLUMNS])
+      .where('owner_id', '=', ownerId)
+      .where((eb) => {
+        const chosen = eb('card_name', '=', name);
+        return derivedId === null ? chosen : eb.or([chosen, eb.and([eb('id', '=', derivedId), eb('card_name', 'is', null)])]);
+      })
+      // The derived one first: it is the contact's own name.
+      .orderBy(sql`card_name is null`, 'desc')
+      .limit(1)
+      .executeTakeFirst()
+  );
 }
 
 /** The owner's contacts whose card has the UID `uid` (their own, or the derived UID of `derivedId`): at most two. */
-export async function findUidHolders(db: Kysely<Database>, ownerId: number, uid: string, derivedId: number | null): Promise<Pick<CardRow, 'id' | 'card_name'>[]> {
+export async function findUidHolders(
+  db: Kysely<Database>,
+  ownerId: number,
+  uid: string,
+  derivedId: number | null,
+): Promise<Pick<CardRow, 'id' | 'card_name'>[]> {
   return db
     .selectFrom('contacts')
     .select(['id', 'card_name'])
@@ -432,7 +509,11 @@ export async function heldEmails(db: Kysely<Database>, ownerId: number, emails: 
     .selectFrom('contacts')
     .select(['id', sql<string>`lower(email)`.as('email')])
     .where('owner_id', '=', ownerId)
-    .where(sql`lower(email)`, 'in', emails.map((email) => email.toLowerCase()))
+    .where(
+      sql`lower(email)`,
+      'in',
+      emails.map((email) => email.toLowerCase()),
+    )
     .execute();
   return new Map(rows.map((row) => [row.email, row.id]));
 }
@@ -445,7 +526,13 @@ export interface CardColumns {
 }
 
 /** Inserts a contact stored from a card, stamped `now`. */
-export async function insertCardContact(db: Kysely<Database>, ownerId: number, fields: ContactFields, card: CardColumns, now: Date): Promise<CardRow> {
+export async function insertCardContact(
+  db: Kysely<Database>,
+  ownerId: number,
+  fields: ContactFields,
+  card: CardColumns,
+  now: Date,
+): Promise<CardRow> {
   return db
     .insertInto('contacts')
     .values({ ...(columnValues(fields) as Insertable<ContactsTable>), ...card, owner_id: ownerId, created_at: now, updated_at: now })
@@ -505,7 +592,15 @@ export async function findCardRows(db: Kysely<Database>, ownerId: number, ids: r
   const rows: CardRow[] = [];
   for (let start = 0; start < ids.length; start += CHUNK) {
     const chunk = ids.slice(start, start + CHUNK);
-    rows.push(...(await db.selectFrom('contacts').select([...CONTACT_COLUMNS, ...CARD_COLUMNS]).where('owner_id', '=', ownerId).where('id', 'in', chunk).orderBy('id').execute()));
+    rows.push(
+      ...(await db
+        .selectFrom('contacts')
+        .select([...CONTACT_COLUMNS, ...CARD_COLUMNS])
+        .where('owner_id', '=', ownerId)
+        .where('id', 'in', chunk)
+        .orderBy('id')
+        .execute()),
+    );
   }
   return rows;
 }
@@ -516,7 +611,14 @@ export async function findCardRowsByChosenNames(db: Kysely<Database>, ownerId: n
   const rows: CardRow[] = [];
   for (let start = 0; start < names.length; start += CHUNK) {
     const chunk = names.slice(start, start + CHUNK);
-    rows.push(...(await db.selectFrom('contacts').select([...CONTACT_COLUMNS, ...CARD_COLUMNS]).where('owner_id', '=', ownerId).where('card_name', 'in', chunk).execute()));
+    rows.push(
+      ...(await db
+        .selectFrom('contacts')
+        .select([...CONTACT_COLUMNS, ...CARD_COLUMNS])
+        .where('owner_id', '=', ownerId)
+        .where('card_name', 'in', chunk)
+        .execute()),
+    );
   }
   return rows;
 }

@@ -39,7 +39,11 @@ export const contactsHandlers = {
     return {
       status: 200,
       body: file.content,
-      headers: { 'Content-Type': file.contentType, 'Content-Disposition': `attachment; filename="${file.fileName}"`, 'Content-Length': String(file.size) },
+      headers: {
+        'Content-Type': file.contentType,
+        'Content-Disposition': `attachment; filename="${file.fileName}"`,
+        'Content-Length': String(file.size),
+      },
     };
   },
 

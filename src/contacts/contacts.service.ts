@@ -32,7 +32,9 @@ type AsApi<Row> = { [K in keyof Row]: Row[K] extends Date ? string : Row[K] };
  * that each column's value fits the API's field once instants are strings.
  */
 export function toContact(row: ContactRow): Contact {
-  const contact = Object.fromEntries(CONTACT_COLUMNS.map((column) => [column, row[column] instanceof Date ? row[column].toISOString() : row[column]]));
+  const contact = Object.fromEntries(
+    CONTACT_COLUMNS.map((column) => [column, row[column] instanceof Date ? row[column].toISOString() : row[column]]),
+  );
   return contact as AsApi<ContactRow>;
 }
 
@@ -131,8 +133,17 @@ function toPage(page: PageOf<ContactRow>): ContactPage {
  * Creates the contact of a card a CardDAV client stored (cards.service.ts), with its card columns.
  * Every create goes through this function or createContact: a rule on creates belongs in both.
  */
-export async function createFromCard(deps: ContactsDeps, ownerId: number, fields: ContactFields, card: repository.CardColumns, now: Date): Promise<repository.CardRow> {
-  const row = await withinQuota(deps, ownerId, async (db) => ({ result: await repository.insertCardContact(db, ownerId, fields, card, now), added: 1 }));
+export async function createFromCard(
+  deps: ContactsDeps,
+  ownerId: number,
+  fields: ContactFields,
+  card: repository.CardColumns,
+  now: Date,
+): Promise<repository.CardRow> {
+  const row = await withinQuota(deps, ownerId, async (db) => ({
+    result: await repository.insertCardContact(db, ownerId, fields, card, now),
+    added: 1,
+  }));
   if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
   return row;
 }
@@ -141,7 +152,9 @@ export async function createFromCard(deps: ContactsDeps, ownerId: number, fields
 export async function createContact(deps: ContactsDeps, ownerId: number, body: ContactCreate): Promise<Contact> {
   const now = deps.now();
   const fields = applyContactRules(writableFields(body), now);
-  const row = await writing(() => withinQuota(deps, ownerId, async (db) => ({ result: await repository.insertContact(db, ownerId, fields, now), added: 1 })));
+  const row = await writing(() =>
+    withinQuota(deps, ownerId, async (db) => ({ result: await repository.insertContact(db, ownerId, fields, now), added: 1 })),
+  );
   await invalidate(deps, ownerId);
   if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
   return toContact(row);
@@ -196,7 +209,13 @@ async function conditionally(
 }
 
 /** PUT: the five fields replace the stored ones; `additional_data` left out keeps its value. */
-export async function replaceContact(deps: ContactsDeps, ownerId: number, id: number, body: ContactCreate, ifMatch?: string): Promise<Contact> {
+export async function replaceContact(
+  deps: ContactsDeps,
+  ownerId: number,
+  id: number,
+  body: ContactCreate,
+  ifMatch?: string,
+): Promise<Contact> {
   return update(deps, ownerId, id, writableFields(body), ifMatch);
 }
 
@@ -204,24 +223,44 @@ export async function replaceContact(deps: ContactsDeps, ownerId: number, id: nu
  * PATCH: any subset of the writable fields. With at least one, a write (even with unchanged values);
  * with none, the contact as stored, if it meets the precondition.
  */
-export async function updateContact(deps: ContactsDeps, ownerId: number, id: number, body: ContactPatch, ifMatch?: string): Promise<Contact> {
+export async function updateContact(
+  deps: ContactsDeps,
+  ownerId: number,
+  id: number,
+  body: ContactPatch,
+  ifMatch?: string,
+): Promise<Contact> {
   const fields = writableFields(body);
   if (Object.keys(fields).length > 0) return update(deps, ownerId, id, fields, ifMatch);
   const precondition = preconditionOf(ifMatch, id);
   const row = await repository.findContact(deps.db, ownerId, id);
   if (!row) throw new NotFound(NOT_FOUND);
-  if (precondition && 'versions' in precondition && !precondition.versions.some((version) => version.getTime() === row.updated_at.getTime())) {
+  if (
+    precondition &&
+    'versions' in precondition &&
+    !precondition.versions.some((version) => version.getTime() === row.updated_at.getTime())
+  ) {
     throw new PreconditionFailed(CHANGED);
   }
   return toContact(row);
 }
 
-async function update(deps: ContactsDeps, ownerId: number, id: number, fields: ContactFields, ifMatch: string | undefined): Promise<Contact> {
+async function update(
+  deps: ContactsDeps,
+  ownerId: number,
+  id: number,
+  fields: ContactFields,
+  ifMatch: string | undefined,
+): Promise<Contact> {
   const precondition = preconditionOf(ifMatch, id);
   const now = deps.now();
   const checked = applyContactRules(fields, now);
   const row = await conditionally(deps, ownerId, id, precondition, (versions) =>
-    writing(async () => (await repository.updateContact(deps.db, ownerId, id, checked, now, versions)) ?? updateWithCard(deps, ownerId, id, checked, now, versions)),
+    writing(
+      async () =>
+        (await repository.updateContact(deps.db, ownerId, id, checked, now, versions)) ??
+        updateWithCard(deps, ownerId, id, checked, now, versions),
+    ),
   );
   await invalidate(deps, ownerId);
   return toContact(row);
@@ -292,11 +331,6 @@ export function parseListing(query: string | undefined, sort: string): { conditi
 }
 
 /** A page of the owner's contacts whose next birthday is within `days` days of today (UTC). */
-export async function listUpcomingBirthdays(
-  deps: ContactsDeps,
-  ownerId: number,
-  days: number,
-  page: PageRequest,
-): Promise<ContactPage> {
+export async function listUpcomingBirthdays(deps: ContactsDeps, ownerId: number, days: number, page: PageRequest): Promise<ContactPage> {
   return toPage(await repository.listUpcomingBirthdays(deps.db, ownerId, birthdayWindow(deps.now(), days), page));
 }

@@ -43,9 +43,12 @@ export class ExportSlots {
     const { exportConcurrentPerUser: perUser, exportConcurrentPerInstance: perInstance } = this.limits;
     const mine = this.byUser.get(ownerId) ?? 0;
     if (mine >= perUser) {
-      throw new HttpError(429, `Too many exports in progress: at most ${perUser} at once per user; retry when one has finished`, { 'Retry-After': RETRY_AFTER_S });
+      throw new HttpError(429, `Too many exports in progress: at most ${perUser} at once per user; retry when one has finished`, {
+        'Retry-After': RETRY_AFTER_S,
+      });
     }
-    if (this.inFlight >= perInstance) throw new HttpError(503, 'Too many exports in progress on this instance; try again later', { 'Retry-After': RETRY_AFTER_S });
+    if (this.inFlight >= perInstance)
+      throw new HttpError(503, 'Too many exports in progress on this instance; try again later', { 'Retry-After': RETRY_AFTER_S });
     this.inFlight++;
     this.byUser.set(ownerId, mine + 1);
     let held = 0;
@@ -53,9 +56,13 @@ export class ExportSlots {
     return {
       grow: (bytes) => {
         if (this.spoolBytes + bytes > this.limits.exportSpoolMaxBytes) {
-          throw new HttpError(503, 'Too much export data in flight on this instance; try again later, or export fewer contacts with `query`', {
-            'Retry-After': RETRY_AFTER_S,
-          });
+          throw new HttpError(
+            503,
+            'Too much export data in flight on this instance; try again later, or export fewer contacts with `query`',
+            {
+              'Retry-After': RETRY_AFTER_S,
+            },
+          );
         }
         this.spoolBytes += bytes;
         held += bytes;

@@ -37,7 +37,9 @@ export const searchKey = sql<string>`(${sql.join(
  * lower-cased field: the expression contacts_large_owner_grams_idx (migrations 009 and 019) holds,
  * with the field numbered by its place in this list. Like the search key, a new `x-search` field changes it.
  */
-export const searchGrams = sql<string[]>`contact_search_grams(owner_id, ${sql.join(SEARCHED_FIELDS.map((field) => sql`lower(${sql.ref(field)})`))})`;
+export const searchGrams = sql<
+  string[]
+>`contact_search_grams(owner_id, ${sql.join(SEARCHED_FIELDS.map((field) => sql`lower(${sql.ref(field)})`))})`;
 
 /** The gram of `run` in `field` for the owner, lower-cased by PostgreSQL as the index's were. */
 const gram = (ownerId: number, field: TextField, run: string): RawBuilder<string> =>
@@ -69,7 +71,12 @@ export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condit
  * case or the value's end, only the contacts holding the run are tested. A page of rare matches of
  * such a condition is fetched by this predicate too; a walked page keeps the row tests (listContacts).
  */
-export function countPredicate(eb: ContactsBuilder, ownerId: number, conditions: readonly Condition[], grams: boolean): Expression<SqlBool> {
+export function countPredicate(
+  eb: ContactsBuilder,
+  ownerId: number,
+  conditions: readonly Condition[],
+  grams: boolean,
+): Expression<SqlBool> {
   const lookups = conditions.map((condition) => (grams ? gramLookup(eb, ownerId, condition) : null));
   const predicates = conditions.map((condition, i) => lookups[i] ?? conditionPredicate(eb, condition));
   // Every gram starts with the owner: a separate owner condition would be a test of each row.
@@ -81,7 +88,10 @@ function gramLookup(eb: ContactsBuilder, ownerId: number, condition: Condition):
   const grams = gramsOf(condition);
   if (grams === null) return null;
   // The partial index's predicate, written as it is there so that the planner sees it implied.
-  const lookup = eb.and([sql<SqlBool>`large_owner`, eb(searchGrams, '&&', sql<string[]>`array[${sql.join(grams.runs.map(([field, run]) => gram(ownerId, field, run)))}]`)]);
+  const lookup = eb.and([
+    sql<SqlBool>`large_owner`,
+    eb(searchGrams, '&&', sql<string[]>`array[${sql.join(grams.runs.map(([field, run]) => gram(ownerId, field, run)))}]`),
+  ]);
   return grams.whole ? lookup : eb.and([lookup, conditionPredicate(eb, condition)]);
 }
 
@@ -133,16 +143,24 @@ function conditionPredicate(eb: ContactsBuilder, condition: Condition): Expressi
       // A term holding the separator could match across two fields in the key: such a term (only
       // a field holding U+001F could match it) is searched field by field.
       const inKey = !pattern.includes(SEARCH_KEY_SEPARATOR);
-      const textArms = inKey ? [eb(searchKey, 'like', lower(pattern))] : SEARCHED_FIELDS.map((field) => eb(folded(field), 'like', lower(pattern)));
+      const textArms = inKey
+        ? [eb(searchKey, 'like', lower(pattern))]
+        : SEARCHED_FIELDS.map((field) => eb(folded(field), 'like', lower(pattern)));
       const phonePattern = extraPhonePattern(condition);
       const phoneArms = phonePattern === null ? [] : [eb(folded(PHONE_FIELD), 'like', lower(phonePattern))];
       return eb.or([...textArms, ...phoneArms]);
     }
     case 'eq':
-      return eb.and([eb(folded(condition.field), '=', lower(condition.value)), unestimated(eb(exact(condition.field), '=', condition.value))]);
+      return eb.and([
+        eb(folded(condition.field), '=', lower(condition.value)),
+        unestimated(eb(exact(condition.field), '=', condition.value)),
+      ]);
     case 'in':
       if (condition.values.length === 0) return sql<SqlBool>`false`;
-      return eb.and([eb(folded(condition.field), 'in', condition.values.map(lower)), unestimated(eb(exact(condition.field), 'in', condition.values))]);
+      return eb.and([
+        eb(folded(condition.field), 'in', condition.values.map(lower)),
+        unestimated(eb(exact(condition.field), 'in', condition.values)),
+      ]);
     case 'like': {
       const key = eb(folded(condition.field), 'like', lower(condition.pattern));
       if (condition.caseInsensitive) return key;

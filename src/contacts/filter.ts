@@ -178,7 +178,13 @@ function split(text: string): Segment[] {
       searchFrom = end + 1;
     }
     const next = nextConditionComma(text, searchFrom);
-    segments.push({ kind: 'condition', field, operator, value: text.slice(valueStart, next === -1 ? text.length : next), unterminated: false });
+    segments.push({
+      kind: 'condition',
+      field,
+      operator,
+      value: text.slice(valueStart, next === -1 ? text.length : next),
+      unterminated: false,
+    });
     if (next === -1) break;
     i = next + 1;
   }
@@ -288,8 +294,7 @@ function rangeCondition(field: DateField, operator: string, raw: string): Condit
   }
 }
 
-const DATETIME =
-  /^(\d{4}-\d{2}-\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+ -](\d{2}):?(\d{2}))$/;
+const DATETIME = /^(\d{4}-\d{2}-\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+ -](\d{2}):?(\d{2}))$/;
 const MIN_INSTANT = utcMillis('0001-01-01');
 const MAX_INSTANT = utcMillis('9999-12-31') + 86_400_000 - 1;
 
@@ -302,7 +307,13 @@ export function timestampSpan(text: string): Span | null {
   const match = DATETIME.exec(text);
   if (!match) return null;
   const [, date, hh, mm, ss = '00', fraction = '', zone, offH = '00', offM = '00'] = match;
-  const [hours, minutes, seconds, offsetHours, offsetMinutes] = [hh, mm, ss, offH, offM].map(Number) as [number, number, number, number, number];
+  const [hours, minutes, seconds, offsetHours, offsetMinutes] = [hh, mm, ss, offH, offM].map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   if (!isRealDate(date!) || hours > 23 || minutes > 59 || seconds > 59 || offsetHours > 23 || offsetMinutes > 59) return null;
   // Digits past the millisecond are dropped, not rounded.
   const millis = Number(fraction.slice(0, 3).padEnd(3, '0'));

@@ -41,7 +41,11 @@ export async function hasSearchGrams(db: Kysely<Database>, ownerId: number): Pro
  * before it could see the row), every contact marked in batches, then `ready`. Safe to repeat.
  */
 export async function promoteOwner(db: Kysely<Database>, ownerId: number, stopping: () => boolean = () => false): Promise<void> {
-  await db.insertInto('large_owners').values({ owner_id: ownerId }).onConflict((conflict) => conflict.doNothing()).execute();
+  await db
+    .insertInto('large_owners')
+    .values({ owner_id: ownerId })
+    .onConflict((conflict) => conflict.doNothing())
+    .execute();
   // The transactions of this database that hold an id (have written) then: each is over once its
   // backend holds another id or none.
   const running = sql<{ pid: number; xid: string }>`
@@ -59,7 +63,15 @@ export async function promoteOwner(db: Kysely<Database>, ownerId: number, stoppi
     const marked = await db
       .updateTable('contacts')
       .set({ large_owner: true })
-      .where('id', 'in', (eb) => eb.selectFrom('contacts').select('id').where('owner_id', '=', ownerId).where('large_owner', '=', false).orderBy('id').limit(MARK_BATCH))
+      .where('id', 'in', (eb) =>
+        eb
+          .selectFrom('contacts')
+          .select('id')
+          .where('owner_id', '=', ownerId)
+          .where('large_owner', '=', false)
+          .orderBy('id')
+          .limit(MARK_BATCH),
+      )
       .executeTakeFirst();
     if (marked.numUpdatedRows === 0n) break;
   }

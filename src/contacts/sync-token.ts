@@ -12,7 +12,14 @@ export type SyncState =
    * Reading changes from `since` on, in (transaction, id) order after `after` (null at the start).
    * `next`/`nextAt` is the frontier of the round after this one, taken when this round began.
    */
-  | { phase: 'delta'; since: string; sinceAt: number; after: { xid: string; id: number } | null; next: string | null; nextAt: number | null };
+  | {
+      phase: 'delta';
+      since: string;
+      sinceAt: number;
+      after: { xid: string; id: number } | null;
+      next: string | null;
+      nextAt: number | null;
+    };
 
 export class SyncTokenError extends Error {
   constructor(readonly expired: boolean) {

@@ -23,7 +23,14 @@ export async function currentFrontier(db: Kysely<Database>): Promise<string> {
 
 /** Up to `limit` of the owner's contacts with an id above `afterId`, in id order (a full sync). */
 export function contactsAfter(db: Kysely<Database>, ownerId: number, afterId: number, limit: number): Promise<ContactRow[]> {
-  return db.selectFrom('contacts').select(CONTACT_COLUMNS).where('owner_id', '=', ownerId).where('id', '>', afterId).orderBy('id').limit(limit).execute();
+  return db
+    .selectFrom('contacts')
+    .select(CONTACT_COLUMNS)
+    .where('owner_id', '=', ownerId)
+    .where('id', '>', afterId)
+    .orderBy('id')
+    .limit(limit)
+    .execute();
 }
 
 /**
@@ -73,7 +80,11 @@ export async function purgeTombstones(db: Kysely<Database>, before: Date): Promi
 
 /** The newest change of the owner's that a purge forgot, or null when none ever was. */
 export async function purgedHorizon(db: Kysely<Database>, ownerId: number): Promise<string | null> {
-  const row = await db.selectFrom('tombstone_horizons').select(sql<string>`purged_xid::text`.as('xid')).where('owner_id', '=', ownerId).executeTakeFirst();
+  const row = await db
+    .selectFrom('tombstone_horizons')
+    .select(sql<string>`purged_xid::text`.as('xid'))
+    .where('owner_id', '=', ownerId)
+    .executeTakeFirst();
   return row?.xid ?? null;
 }
 

@@ -48,7 +48,8 @@ export async function syncContacts(deps: SyncDeps, ownerId: number, token: strin
     throw error;
   }
   await purgeTombstones(deps, now);
-  const { contacts, deleted, next, hasMore } = state.phase === 'full' ? await fullPage(deps, ownerId, state, limit) : await deltaPage(deps, ownerId, state, limit, now);
+  const { contacts, deleted, next, hasMore } =
+    state.phase === 'full' ? await fullPage(deps, ownerId, state, limit) : await deltaPage(deps, ownerId, state, limit, now);
   return { contacts, deleted, next_token: encodeSyncToken(deps.config.jwtSecret, ownerId, next), has_more: hasMore };
 }
 
@@ -74,13 +75,24 @@ async function fullPage(deps: SyncDeps, ownerId: number, state: Extract<SyncStat
   return { contacts: page.map(toContact), deleted: [], next, hasMore };
 }
 
-async function deltaPage(deps: SyncDeps, ownerId: number, state: Extract<SyncState, { phase: 'delta' }>, limit: number, now: number): Promise<Page> {
+async function deltaPage(
+  deps: SyncDeps,
+  ownerId: number,
+  state: Extract<SyncState, { phase: 'delta' }>,
+  limit: number,
+  now: number,
+): Promise<Page> {
   // A round begins: the next round's frontier is taken before this round reads anything.
-  const round = state.next === null ? { next: await repository.currentFrontier(deps.db), nextAt: now } : { next: state.next, nextAt: state.nextAt! };
+  const round =
+    state.next === null ? { next: await repository.currentFrontier(deps.db), nextAt: now } : { next: state.next, nextAt: state.nextAt! };
   const changes = await repository.changesSince(deps.db, ownerId, state.since, state.after, limit + 1);
   const page = changes.slice(0, limit);
   const hasMore = changes.length > limit;
-  const written = await repository.contactsByIds(deps.db, ownerId, page.filter((change) => !change.deleted).map((change) => change.id));
+  const written = await repository.contactsByIds(
+    deps.db,
+    ownerId,
+    page.filter((change) => !change.deleted).map((change) => change.id),
+  );
   const last = page.at(-1);
   const next: SyncState =
     hasMore && last

@@ -11,7 +11,16 @@ import { WorkerPoolBusy, WorkerTimedOut } from '../../plugins/worker-pool.js';
 import type { components } from '../generated/openapi.js';
 import { operationTable } from '../generated/operations.js';
 import * as repository from './contacts.repository.js';
-import { applyContactRules, type ContactsDeps, DUPLICATE_EMAIL, invalidate, parseListing, toContact, withinQuota, writableFields } from './contacts.service.js';
+import {
+  applyContactRules,
+  type ContactsDeps,
+  DUPLICATE_EMAIL,
+  invalidate,
+  parseListing,
+  toContact,
+  withinQuota,
+  writableFields,
+} from './contacts.service.js';
 import { sentWithin } from './export-slots.js';
 import { csvHeader, csvRowOf } from './formats/csv.js';
 import type { ImportFields, ImportResult } from './formats/entries.js';
@@ -85,7 +94,13 @@ interface ContactsFile {
  * The export holds one of the instance's slots (deps.exportSlots) until its spool is closed: sent,
  * its client gone, or cut after EXPORT_SEND_TIMEOUT_MS without the client taking a byte.
  */
-export async function exportContacts(deps: ExportDeps, ownerId: number, format: ExportFormat, query: string | undefined, sort: string): Promise<ContactsFile> {
+export async function exportContacts(
+  deps: ExportDeps,
+  ownerId: number,
+  format: ExportFormat,
+  query: string | undefined,
+  sort: string,
+): Promise<ContactsFile> {
   const { conditions, keys } = parseListing(query, sort);
   const { contentType, fileName, header, entry } = EXPORTS[format];
   const slot = deps.exportSlots.take(ownerId);
@@ -163,7 +178,8 @@ export async function importContacts(deps: ImportDeps, ownerId: number, type: Im
             const emails = await repository.insertContacts(db, ownerId, contacts, now);
             return { result: emails, added: emails.size };
           },
-          (max, had, adding) => `The import would take the contacts past the limit of ${max} per user (${had} now, ${adding} new in the file); nothing was imported`,
+          (max, had, adding) =>
+            `The import would take the contacts past the limit of ${max} per user (${had} now, ${adding} new in the file); nothing was imported`,
         );
   if (inserted.size > 0) {
     await invalidate(deps, ownerId);
@@ -187,7 +203,9 @@ async function parseBody(deps: ImportDeps, task: ParseTask): Promise<ImportResul
   } catch (error) {
     if (error instanceof WorkerTimedOut) {
       const seconds = Math.ceil(timeoutMs / 1000);
-      throw new HttpError(503, `Reading the import took longer than ${seconds} s; try again later or send it in smaller files`, { 'Retry-After': seconds });
+      throw new HttpError(503, `Reading the import took longer than ${seconds} s; try again later or send it in smaller files`, {
+        'Retry-After': seconds,
+      });
     }
     if (error instanceof WorkerPoolBusy) {
       throw new HttpError(503, 'Too many imports are being read; try again later', { 'Retry-After': error.retryAfterSeconds });

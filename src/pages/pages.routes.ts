@@ -96,7 +96,11 @@ export const pagesHandlers = {
       status: 200,
       body: PAGE,
       // The link's token is in the URL: neither the Referer header nor a cache may keep it.
-      headers: { 'Referrer-Policy': 'no-referrer', 'Content-Security-Policy': CONTENT_SECURITY_POLICY, 'Cache-Control': 'no-store' } as const,
+      headers: {
+        'Referrer-Policy': 'no-referrer',
+        'Content-Security-Policy': CONTENT_SECURITY_POLICY,
+        'Cache-Control': 'no-store',
+      } as const,
     };
   },
 } satisfies Partial<OperationHandlers>;

@@ -11,8 +11,17 @@ export interface AppPasswordRow {
 }
 
 /** Stores a new app password of `userId` by its keyed hash. */
-export async function insertAppPassword(db: Kysely<Database>, userId: number, name: string, secretHash: Uint8Array): Promise<AppPasswordRow> {
-  return db.insertInto('app_passwords').values({ user_id: userId, name, secret_hash: secretHash }).returning(LISTED).executeTakeFirstOrThrow();
+export async function insertAppPassword(
+  db: Kysely<Database>,
+  userId: number,
+  name: string,
+  secretHash: Uint8Array,
+): Promise<AppPasswordRow> {
+  return db
+    .insertInto('app_passwords')
+    .values({ user_id: userId, name, secret_hash: secretHash })
+    .returning(LISTED)
+    .executeTakeFirstOrThrow();
 }
 
 /** The user's app passwords in id order. */
@@ -41,7 +50,9 @@ export async function findAppPasswordUser(
     .innerJoin('users', 'users.id', 'app_passwords.user_id')
     .select(['users.id as userId', 'app_passwords.id as passwordId', 'app_passwords.last_used_at as lastUsedAt'])
     .where('app_passwords.secret_hash', '=', secretHash)
-    .where((eb) => eb.or([eb(sql`lower(users.username)`, '=', sql`lower(${login})`), eb(sql`lower(users.email)`, '=', sql`lower(${login})`)]))
+    .where((eb) =>
+      eb.or([eb(sql`lower(users.username)`, '=', sql`lower(${login})`), eb(sql`lower(users.email)`, '=', sql`lower(${login})`)]),
+    )
     .executeTakeFirst();
 }
 

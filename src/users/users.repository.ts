@@ -10,7 +10,11 @@ export function findUserById(db: Kysely<Database>, id: number): Promise<UserRow 
 
 /** The user whose e-mail address is `email`, ignoring case. */
 export function findUserByEmail(db: Kysely<Database>, email: string): Promise<UserRow | undefined> {
-  return db.selectFrom('users').selectAll().where(sql<string>`lower(email)`, '=', sql<string>`lower(${email})`).executeTakeFirst();
+  return db
+    .selectFrom('users')
+    .selectAll()
+    .where(sql<string>`lower(email)`, '=', sql<string>`lower(${email})`)
+    .executeTakeFirst();
 }
 
 /** The user whose username or e-mail address is `login`, ignoring case (a username holds no `@`, so at most one matches). */
@@ -31,7 +35,10 @@ export function findUserByLogin(db: Kysely<Database>, login: string): Promise<Us
 export async function findTaken(db: Kysely<Database>, username: string, email: string): Promise<{ username: boolean; email: boolean }> {
   const rows = await db
     .selectFrom('users')
-    .select([sql<boolean>`lower(username) = lower(${username})`.as('same_username'), sql<boolean>`lower(email) = lower(${email})`.as('same_email')])
+    .select([
+      sql<boolean>`lower(username) = lower(${username})`.as('same_username'),
+      sql<boolean>`lower(email) = lower(${email})`.as('same_email'),
+    ])
     .where((eb) =>
       eb.or([
         eb(sql<string>`lower(username)`, '=', sql<string>`lower(${username})`),
@@ -49,6 +56,11 @@ export function insertUser(db: Kysely<Database>, user: { username: string; email
 
 /** Marks the user verified; false when they already were (or are gone). */
 export async function markVerified(db: Kysely<Database>, id: number): Promise<boolean> {
-  const result = await db.updateTable('users').set({ is_verified: true }).where('id', '=', id).where('is_verified', '=', false).executeTakeFirst();
+  const result = await db
+    .updateTable('users')
+    .set({ is_verified: true })
+    .where('id', '=', id)
+    .where('is_verified', '=', false)
+    .executeTakeFirst();
   return result.numUpdatedRows > 0n;
 }

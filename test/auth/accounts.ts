@@ -10,7 +10,10 @@ import { build, type BuildTestOptions, HEAVY_WORK_UNLIMITED, TEST_JWT_SECRET, ty
  * tests set them.
  */
 export function buildAccountsApp(t: Teardown, options: BuildTestOptions = {}): Promise<FastifyInstance> {
-  return build(t, { ...options, env: { RATE_LIMIT_ANON_PER_MIN: '100000', SIGN_IN_ACCOUNT_FAILURES: '100000', ...HEAVY_WORK_UNLIMITED, ...options.env } });
+  return build(t, {
+    ...options,
+    env: { RATE_LIMIT_ANON_PER_MIN: '100000', SIGN_IN_ACCOUNT_FAILURES: '100000', ...HEAVY_WORK_UNLIMITED, ...options.env },
+  });
 }
 
 let counter = 0;
@@ -34,7 +37,10 @@ export function register(app: FastifyInstance, body: Partial<Credentials>): Prom
 export type FormKind = 'urlencoded' | 'multipart';
 
 /** Encodes fields as a form body of the given kind. */
-export function formBody(fields: Record<string, string>, kind: FormKind = 'urlencoded'): { payload: string; headers: Record<string, string> } {
+export function formBody(
+  fields: Record<string, string>,
+  kind: FormKind = 'urlencoded',
+): { payload: string; headers: Record<string, string> } {
   if (kind === 'urlencoded') {
     return { payload: new URLSearchParams(fields).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } };
   }

@@ -19,7 +19,11 @@ t.test('a burst of logins: some 200, the rest 503 with Retry-After, none anythin
   const answers = await Promise.all(Array.from({ length: BURST }, () => login(app, user.username, user.password)));
   const ok = answers.filter((res) => res.statusCode === 200);
   const busy = answers.filter((res) => res.statusCode === 503);
-  t.same(answers.map((res) => res.statusCode).filter((status) => status !== 200 && status !== 503), [], 'only 200 and 503');
+  t.same(
+    answers.map((res) => res.statusCode).filter((status) => status !== 200 && status !== 503),
+    [],
+    'only 200 and 503',
+  );
   t.ok(ok.length >= 1, `${ok.length} logged in`);
   t.ok(busy.length >= 8, `${busy.length} of ${BURST} refused`);
   for (const res of busy) {
@@ -34,7 +38,11 @@ t.test('unknown users meet the same queue: 503 under a burst, as a known user wo
   const app = await buildAccountsApp(t, { env: SLOW });
   const answers = await Promise.all(Array.from({ length: BURST }, () => login(app, 'nobody_here', 'wrong-password')));
   const statuses = answers.map((res) => res.statusCode);
-  t.same(statuses.filter((status) => status !== 401 && status !== 503), [], 'only 401 and 503');
+  t.same(
+    statuses.filter((status) => status !== 401 && status !== 503),
+    [],
+    'only 401 and 503',
+  );
   t.ok(statuses.filter((status) => status === 503).length >= 8, 'refused like any login');
   t.ok(statuses.includes(401), 'the rest spent their compare');
   for (const res of answers.filter((r) => r.statusCode === 503)) {
@@ -47,8 +55,15 @@ t.test('a burst of registrations: some 201, the rest 503, and a refused one crea
   const app = await buildAccountsApp(t, { env: SLOW });
   const people = Array.from({ length: BURST }, () => credentials());
   const answers = await Promise.all(people.map((creds) => register(app, creds)));
-  t.same(answers.map((res) => res.statusCode).filter((status) => status !== 201 && status !== 503), [], 'only 201 and 503');
-  t.ok(answers.some((res) => res.statusCode === 201), 'some registered');
+  t.same(
+    answers.map((res) => res.statusCode).filter((status) => status !== 201 && status !== 503),
+    [],
+    'only 201 and 503',
+  );
+  t.ok(
+    answers.some((res) => res.statusCode === 201),
+    'some registered',
+  );
   t.ok(answers.filter((res) => res.statusCode === 503).length >= 8, 'the rest refused');
   for (const [i, res] of answers.entries()) {
     const rows = await app.db.selectFrom('users').select('id').where('username', '=', people[i]!.username).execute();

@@ -22,7 +22,11 @@ t.test('registration returns the new, unverified user and mails a verification l
   t.notOk(res.body.includes('$2'), 'no bcrypt hash in the answer');
 
   const mail = await mailbox.next();
-  t.same(mail.to.map((a) => a.toLowerCase()), ['jane.doe@example.com'], 'sent to the registered address');
+  t.same(
+    mail.to.map((a) => a.toLowerCase()),
+    ['jane.doe@example.com'],
+    'sent to the registered address',
+  );
   t.equal(mail.from, 'no-reply@contacts.test');
   t.match(mail.link, /^http:\/\/contacts\.test\/api\/auth\/verify-email\?token=[\w-]+\.[\w-]+\.[\w-]+$/);
 
@@ -110,7 +114,15 @@ t.test('usernames and e-mails are validated with a detail naming the field', asy
     t.equal(res.statusCode, 422, detail);
     t.same(res.json(), { detail });
   }
-  t.equal(await app.db.selectFrom('users').select('id').execute().then((rows) => rows.length), 0, 'nothing was stored');
+  t.equal(
+    await app.db
+      .selectFrom('users')
+      .select('id')
+      .execute()
+      .then((rows) => rows.length),
+    0,
+    'nothing was stored',
+  );
 });
 
 t.test('a mail failure never fails registration; the user can ask for another link', async (t) => {
@@ -154,8 +166,19 @@ t.test('an injected transport replaces SMTP and the outbox', async (t) => {
   const creds = credentials();
   t.equal((await register(app, creds)).statusCode, 201);
   t.equal(sent.length, 1);
-  t.match(sent[0], { to: creds.email, subject: 'Verify your e-mail address', text: /http:\/\/contacts\.test\/api\/auth\/verify-email\?token=/ });
-  t.equal(await readdir(app.config.outboxDir).then((files) => files.length, () => 0), 0, 'nothing in the outbox');
+  t.match(sent[0], {
+    to: creds.email,
+    subject: 'Verify your e-mail address',
+    text: /http:\/\/contacts\.test\/api\/auth\/verify-email\?token=/,
+  });
+  t.equal(
+    await readdir(app.config.outboxDir).then(
+      (files) => files.length,
+      () => 0,
+    ),
+    0,
+    'nothing in the outbox',
+  );
 });
 
 /** The median of `values`. */

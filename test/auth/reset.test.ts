@@ -36,11 +36,21 @@ t.test('forgot-password answers the same for any address and mails only existing
     t.same(res.json(), FORGOT_ANSWER);
   }
   t.equal(unknown.body, known.body, 'identical bodies: no user enumeration');
-  t.same(Object.keys(unknown.headers).filter((h) => !['date', 'x-request-id'].includes(h)).sort(),
-    Object.keys(known.headers).filter((h) => !['date', 'x-request-id'].includes(h)).sort(), 'identical header names');
+  t.same(
+    Object.keys(unknown.headers)
+      .filter((h) => !['date', 'x-request-id'].includes(h))
+      .sort(),
+    Object.keys(known.headers)
+      .filter((h) => !['date', 'x-request-id'].includes(h))
+      .sort(),
+    'identical header names',
+  );
 
   const mail = await mailbox.next();
-  t.same(mail.to.map((a) => a.toLowerCase()), ['known@example.com']);
+  t.same(
+    mail.to.map((a) => a.toLowerCase()),
+    ['known@example.com'],
+  );
   t.match(mail.raw, /^Subject: Reset your password\r?$/m);
   tokenOf(t, mail.link);
   t.equal(mailbox.messages.length, 0, 'nothing was sent for the unknown address');
@@ -112,11 +122,19 @@ t.test('a reset verifies an unverified account', async (t) => {
   t.equal((await forgot(app, creds.email)).statusCode, 202);
   // The token is stored, then mailed, after the answer.
   const token = tokenOf(t, (await mailbox.next()).link);
-  const row = await app.db.selectFrom('users').select(['id', 'reset_token_hash']).where('email', '=', creds.email).executeTakeFirstOrThrow();
+  const row = await app.db
+    .selectFrom('users')
+    .select(['id', 'reset_token_hash'])
+    .where('email', '=', creds.email)
+    .executeTakeFirstOrThrow();
   t.match(row.reset_token_hash, /^[0-9a-f]{64}$/, 'a reset token is pending, stored as a SHA-256 digest');
   t.equal((await reset(app, token)).statusCode, 200);
   t.equal((await login(app, creds.username, NEW_PASSWORD)).statusCode, 200);
-  const after = await app.db.selectFrom('users').select(['is_verified', 'reset_token_hash']).where('id', '=', row.id).executeTakeFirstOrThrow();
+  const after = await app.db
+    .selectFrom('users')
+    .select(['is_verified', 'reset_token_hash'])
+    .where('id', '=', row.id)
+    .executeTakeFirstOrThrow();
   t.same(after, { is_verified: true, reset_token_hash: null });
 });
 
@@ -167,7 +185,15 @@ t.test('a login that checked the old password cannot store its tokens once a res
   const cutOff = await completePasswordReset(app.db, user.id, 'pending-reset', 'new-hash', () => new Date());
   t.type(cutOff, Date);
   t.equal(await storeLoginRefreshToken(app.db, user.id, 'racing-refresh-hash', user.password_hash), false, 'the racing login is refused');
-  const after = await app.db.selectFrom('users').select(['refresh_token_hash', 'password_hash']).where('id', '=', user.id).executeTakeFirstOrThrow();
+  const after = await app.db
+    .selectFrom('users')
+    .select(['refresh_token_hash', 'password_hash'])
+    .where('id', '=', user.id)
+    .executeTakeFirstOrThrow();
   t.same(after, { refresh_token_hash: null, password_hash: 'new-hash' });
-  t.equal(await completePasswordReset(app.db, user.id, 'pending-reset', 'other-hash', () => new Date()), null, 'a used reset token completes nothing');
+  t.equal(
+    await completePasswordReset(app.db, user.id, 'pending-reset', 'other-hash', () => new Date()),
+    null,
+    'a used reset token completes nothing',
+  );
 });

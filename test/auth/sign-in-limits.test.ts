@@ -22,27 +22,32 @@ function throttled(t: Test, res: LightMyRequestResponse, label: string) {
   t.equal(res.statusCode, 429, label);
   const after = Number(res.headers['retry-after']);
   t.ok(Number.isInteger(after) && after >= 1 && after <= 900, `${label}: Retry-After ${after} in 1..900`);
-  t.same(res.json(), { detail: `Too many failed sign-ins for this account from this address, retry in ${after} seconds or reset the password` });
+  t.same(res.json(), {
+    detail: `Too many failed sign-ins for this account from this address, retry in ${after} seconds or reset the password`,
+  });
 }
 
-t.test('after SIGN_IN_ACCOUNT_FAILURES wrong passwords, the addresses they came from are refused for that account; others are still checked', async (t) => {
-  const app = await build(t, { env: { SIGN_IN_ACCOUNT_FAILURES: '3' } });
-  const user = await verifiedUser(app);
-  // The account is the user, whichever name is typed.
-  for (const name of [user.username, user.email.toUpperCase(), user.username]) {
-    t.equal((await loginFrom(app, A, name, 'wrong-password')).statusCode, 401);
-  }
-  throttled(t, await loginFrom(app, A, user.username, 'wrong-password'), 'the next guess from A');
-  throttled(t, await loginFrom(app, A, user.email, user.password), 'even the right password from A');
+t.test(
+  'after SIGN_IN_ACCOUNT_FAILURES wrong passwords, the addresses they came from are refused for that account; others are still checked',
+  async (t) => {
+    const app = await build(t, { env: { SIGN_IN_ACCOUNT_FAILURES: '3' } });
+    const user = await verifiedUser(app);
+    // The account is the user, whichever name is typed.
+    for (const name of [user.username, user.email.toUpperCase(), user.username]) {
+      t.equal((await loginFrom(app, A, name, 'wrong-password')).statusCode, 401);
+    }
+    throttled(t, await loginFrom(app, A, user.username, 'wrong-password'), 'the next guess from A');
+    throttled(t, await loginFrom(app, A, user.email, user.password), 'even the right password from A');
 
-  const owner = await loginFrom(app, B, user.username, user.password);
-  t.equal(owner.statusCode, 200, 'the owner, from an address with no failures, signs in');
-  t.equal((await loginFrom(app, B, user.username, 'wrong-password')).statusCode, 401, 'a wrong guess from B is checked');
-  throttled(t, await loginFrom(app, B, user.username, user.password), 'then B is refused too');
+    const owner = await loginFrom(app, B, user.username, user.password);
+    t.equal(owner.statusCode, 200, 'the owner, from an address with no failures, signs in');
+    t.equal((await loginFrom(app, B, user.username, 'wrong-password')).statusCode, 401, 'a wrong guess from B is checked');
+    throttled(t, await loginFrom(app, B, user.username, user.password), 'then B is refused too');
 
-  const other = await verifiedUser(app);
-  t.equal((await loginFrom(app, A, other.username, other.password)).statusCode, 200, 'A may still sign in to other accounts');
-});
+    const other = await verifiedUser(app);
+    t.equal((await loginFrom(app, A, other.username, other.password)).statusCode, 200, 'A may still sign in to other accounts');
+  },
+);
 
 t.test('unknown names are counted alike, so a 429 says nothing about existence', async (t) => {
   const app = await build(t, { env: { SIGN_IN_ACCOUNT_FAILURES: '2' } });
@@ -60,7 +65,12 @@ t.test("a password reset clears the account's failures", async (t) => {
   throttled(t, await loginFrom(app, A, user.username, user.password), 'refused before the reset');
   t.equal((await app.inject({ method: 'POST', url: '/api/auth/forgot-password', payload: { email: user.email } })).statusCode, 202);
   const token = new URL((await mailbox.next()).link!).searchParams.get('token')!;
-  const reset = await app.inject({ method: 'POST', url: '/api/auth/reset-password', payload: { token, password: 'a-new-password-1' }, remoteAddress: A });
+  const reset = await app.inject({
+    method: 'POST',
+    url: '/api/auth/reset-password',
+    payload: { token, password: 'a-new-password-1' },
+    remoteAddress: A,
+  });
   t.equal(reset.statusCode, 200);
   t.equal((await loginFrom(app, A, user.username, 'a-new-password-1')).statusCode, 200, 'A signs in again');
 });
@@ -69,10 +79,13 @@ t.test("a password reset clears the account's failures", async (t) => {
 function postLogin(port: number, localAddress: string, username: string, password: string): Promise<number> {
   const { payload, headers } = formBody({ username, password });
   return new Promise((resolve, reject) => {
-    const request = http.request({ host: '127.0.0.1', port, localAddress, method: 'POST', path: '/api/auth/login', headers, agent: false }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode!));
-    });
+    const request = http.request(
+      { host: '127.0.0.1', port, localAddress, method: 'POST', path: '/api/auth/login', headers, agent: false },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode!));
+      },
+    );
     request.on('error', reject);
     request.end(payload);
   });
@@ -82,7 +95,14 @@ t.test('a correct login is answered within 2 s while 20 addresses flood the same
   // Production's limits. At cost 8 the guesses still fill the queue of 64 (before the fair queue
   // the login was 503), and a loaded shared machine still has time for the login's own hash.
   const app = await build(t, {
-    env: { BCRYPT_COST: '8', RATE_LIMIT_PASSWORD_PER_MIN: '5', RATE_LIMIT_ANON_PER_MIN: '20', SIGN_IN_ACCOUNT_FAILURES: '10', PASSWORD_QUEUE_LIMIT: '64', PASSWORD_QUEUE_PER_CLIENT: '4' },
+    env: {
+      BCRYPT_COST: '8',
+      RATE_LIMIT_PASSWORD_PER_MIN: '5',
+      RATE_LIMIT_ANON_PER_MIN: '20',
+      SIGN_IN_ACCOUNT_FAILURES: '10',
+      PASSWORD_QUEUE_LIMIT: '64',
+      PASSWORD_QUEUE_PER_CLIENT: '4',
+    },
   });
   const user = await verifiedUser(app);
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -111,7 +131,11 @@ t.test('a correct login is answered within 2 s while 20 addresses flood the same
   t.equal(status, 200, 'the owner signs in');
   t.ok(ms < 2000, `within 2 s (${Math.round(ms)} ms)`);
   t.notOk(statuses[200], 'no guess succeeded');
-  t.same(Object.keys(statuses).filter((code) => !['401', '429', '503'].includes(code)), [], 'every guess was 401, 429 or 503');
+  t.same(
+    Object.keys(statuses).filter((code) => !['401', '429', '503'].includes(code)),
+    [],
+    'every guess was 401, 429 or 503',
+  );
   await app.close();
   await Promise.all(flood);
 });

@@ -110,11 +110,18 @@ t.test('JWT attacks on protected endpoints are 401 Not authenticated', async (t)
     unknownUser: bearer(craftToken({ sub: '987654', typ: 'access' })),
     issuedBeforeReset: bearer(craftToken({ sub, typ: 'access', jti: jti(Date.now() - 60_000) })),
   };
-  await app.db.updateTable('users').set({ tokens_valid_after: new Date(Date.now() - 30_000) }).where('id', '=', session.id).execute();
+  await app.db
+    .updateTable('users')
+    .set({ tokens_valid_after: new Date(Date.now() - 30_000) })
+    .where('id', '=', session.id)
+    .execute();
   await app.tokens.cutOffChanged(session.id);
 
   for (const [name, headers] of Object.entries(attacks)) {
-    for (const [method, url] of [['GET', '/api/users/me'], ['POST', '/api/auth/logout']] as const) {
+    for (const [method, url] of [
+      ['GET', '/api/users/me'],
+      ['POST', '/api/auth/logout'],
+    ] as const) {
       const res = await app.inject({ method, url, headers });
       t.equal(res.statusCode, 401, `${name} ${method} ${url}`);
       t.same(res.json(), NOT_AUTHENTICATED, name);
@@ -134,7 +141,11 @@ t.test('a jti that is not a UUIDv7 is accepted, and compared with a reset at who
   t.equal((await me(app, opaque(now))).statusCode, 200, 'any jti string is accepted');
 
   // A reset half-way through second `now - 5`: a token of that second may predate it, so it is refused.
-  await app.db.updateTable('users').set({ tokens_valid_after: new Date((now - 5) * 1000 + 500) }).where('id', '=', session.id).execute();
+  await app.db
+    .updateTable('users')
+    .set({ tokens_valid_after: new Date((now - 5) * 1000 + 500) })
+    .where('id', '=', session.id)
+    .execute();
   await app.tokens.cutOffChanged(session.id);
   t.equal((await me(app, opaque(now - 5))).statusCode, 401, 'same second as the reset: refused');
   t.equal((await me(app, opaque(now - 4))).statusCode, 200, 'the next second: accepted');

@@ -81,7 +81,10 @@ t.test('resending a verification link answers the same whatever the account stat
 
   // Only the unverified account gets a mail, matched ignoring case.
   const mail = await mailbox.next();
-  t.same(mail.to.map((a) => a.toLowerCase()), ['pending@example.com']);
+  t.same(
+    mail.to.map((a) => a.toLowerCase()),
+    ['pending@example.com'],
+  );
   t.equal(mailbox.messages.length, 0, 'no mail for the unknown or the verified address');
   const res = await app.inject({ method: 'GET', url: new URL(mail.link!).pathname + new URL(mail.link!).search });
   t.same(res.json(), { message: 'Email verified' });

@@ -11,7 +11,12 @@ const AVATAR_URL = /^http:\/\/contacts\.test\/avatars\/([A-Za-z0-9_-]{22})\.webp
 /** Not `immutable`: a removed avatar leaves caches within the hour (openapi.yaml). */
 const CACHE_CONTROL = 'public, max-age=3600';
 
-function upload(app: FastifyInstance, session: Session | null, payload: Buffer | string, contentType: string): Promise<LightMyRequestResponse> {
+function upload(
+  app: FastifyInstance,
+  session: Session | null,
+  payload: Buffer | string,
+  contentType: string,
+): Promise<LightMyRequestResponse> {
   return app.inject({
     method: 'PUT',
     url: '/api/users/me/avatar',
@@ -22,7 +27,12 @@ function upload(app: FastifyInstance, session: Session | null, payload: Buffer |
 
 function uploadForm(app: FastifyInstance, session: Session, parts: Parameters<typeof multipartBody>[0]): Promise<LightMyRequestResponse> {
   const form = multipartBody(parts);
-  return app.inject({ method: 'PUT', url: '/api/users/me/avatar', payload: form.payload, headers: { ...form.headers, ...bearer(session.accessToken) } });
+  return app.inject({
+    method: 'PUT',
+    url: '/api/users/me/avatar',
+    payload: form.payload,
+    headers: { ...form.headers, ...bearer(session.accessToken) },
+  });
 }
 
 /** The path of an avatar URL, as the service is asked for it. */
@@ -86,14 +96,23 @@ t.test('PUT takes a PNG, JPEG or WebP body and keeps a 256×256 WebP served at t
     await expectServed(t, app, url);
     const me = await app.inject({ method: 'GET', url: '/api/users/me', headers: bearer(session.accessToken) });
     t.equal(me.json().avatar, url, `${type}: /api/users/me shows the new URL`);
-    t.same(await avatarRows(app), [{ name: AVATAR_URL.exec(url)![1], user_id: session.id }], `${type}: one stored image, under the URL's name`);
+    t.same(
+      await avatarRows(app),
+      [{ name: AVATAR_URL.exec(url)![1], user_id: session.id }],
+      `${type}: one stored image, under the URL's name`,
+    );
   }
 });
 
 t.test('PUT takes the image as the multipart file field `file`', async (t) => {
   const app = await buildAccountsApp(t);
   const session = await loggedInUser(app);
-  for (const [contentType, bytes] of [['image/png', await png()], ['image/jpeg', await jpeg()], ['application/octet-stream', await webp()], [undefined, await png()]] as const) {
+  for (const [contentType, bytes] of [
+    ['image/png', await png()],
+    ['image/jpeg', await jpeg()],
+    ['application/octet-stream', await webp()],
+    [undefined, await png()],
+  ] as const) {
     const res = await uploadForm(app, session, [{ name: 'file', filename: 'me.img', ...(contentType && { contentType }), data: bytes }]);
     await expectServed(t, app, expectAvatarUser(t, res, session));
   }
@@ -113,7 +132,13 @@ t.test('the rendition is the centre of the image, scaled to 256×256', async (t)
   const wide = await upload(app, session, await png(bands(300, 100, [BLUE, RED, GREEN])), 'image/png');
   const fromWide = await expectServed(t, app, expectAvatarUser(t, wide, session));
   // A few pixels in from the edges, where the scaler blends in the next band.
-  for (const [x, y] of [[4, 0], [251, 0], [128, 128], [4, 255], [251, 255]] as const) {
+  for (const [x, y] of [
+    [4, 0],
+    [251, 0],
+    [128, 128],
+    [4, 255],
+    [251, 255],
+  ] as const) {
     t.ok(near(await pixelAt(fromWide, x, y), RED), `wide: (${x}, ${y}) is red`);
   }
   // Tall: the centre band of rows survives; bands are columns here, so all three remain.
@@ -226,17 +251,21 @@ t.test('GET /avatars/… needs no token and is never rate limited; unknown names
   expectError(t, await app.inject({ method: 'GET', url: '/avatars/a%00b.webp' }), 422, 'params/name must not contain NUL characters');
 });
 
-t.test('another instance on the same database serves the avatar', { skip: backend === 'embedded' && 'the embedded database belongs to one process' }, async (t) => {
-  const first = await buildAccountsApp(t);
-  const second = await buildAccountsApp(t, { env: { DATABASE_URL: first.config.databaseUrl! } });
-  const session = await loggedInUser(first);
-  const url = expectAvatarUser(t, await upload(first, session, await png(), 'image/png'), session);
-  const there = await expectServed(t, second, url);
-  const here = await expectServed(t, first, url);
-  t.ok(there.equals(here), 'the same bytes');
-  t.equal((await second.inject({ method: 'DELETE', url: '/api/users/me/avatar', headers: bearer(session.accessToken) })).statusCode, 204);
-  await expectGone(t, first, url);
-});
+t.test(
+  'another instance on the same database serves the avatar',
+  { skip: backend === 'embedded' && 'the embedded database belongs to one process' },
+  async (t) => {
+    const first = await buildAccountsApp(t);
+    const second = await buildAccountsApp(t, { env: { DATABASE_URL: first.config.databaseUrl! } });
+    const session = await loggedInUser(first);
+    const url = expectAvatarUser(t, await upload(first, session, await png(), 'image/png'), session);
+    const there = await expectServed(t, second, url);
+    const here = await expectServed(t, first, url);
+    t.ok(there.equals(here), 'the same bytes');
+    t.equal((await second.inject({ method: 'DELETE', url: '/api/users/me/avatar', headers: bearer(session.accessToken) })).statusCode, 204);
+    await expectGone(t, first, url);
+  },
+);
 
 t.test('a user deleted from the database takes the avatar along', async (t) => {
   const app = await buildAccountsApp(t);
@@ -257,49 +286,181 @@ t.test('refused uploads store nothing and leave the previous avatar in place', a
   const refused: [string, () => Promise<LightMyRequestResponse>, number, string][] = [
     ['GIF as image/gif', async () => upload(app, session, await gif(), 'image/gif'), 415, 'Unsupported Media Type: image/gif'],
     ['PNG as text/plain', async () => upload(app, session, valid, 'text/plain'), 415, 'Unsupported Media Type: text/plain'],
-    ['PNG as application/octet-stream', async () => upload(app, session, valid, 'application/octet-stream'), 415, 'Unsupported Media Type: application/octet-stream'],
+    [
+      'PNG as application/octet-stream',
+      async () => upload(app, session, valid, 'application/octet-stream'),
+      415,
+      'Unsupported Media Type: application/octet-stream',
+    ],
     ['JSON', async () => upload(app, session, '{"file":"x"}', 'application/json'), 415, 'Unsupported Media Type: application/json'],
-    ['2 MiB + 1 byte', async () => upload(app, session, Buffer.concat([valid, randomBytes(2 * MiB + 1 - valid.length)]), 'image/png'), 413, 'Request body is too large'],
-    ['multipart file of 2 MiB + 1 byte', async () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', contentType: 'image/png', data: randomBytes(2 * MiB + 1) }]), 413, 'Request body is too large'],
-    ['2 MiB of random bytes (the largest body taken)', async () => upload(app, session, randomBytes(2 * MiB), 'image/png'), 422, 'Not a valid image'],
-    ['multipart file of 2 MiB of random bytes', async () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', data: randomBytes(2 * MiB) }]), 422, 'Not a valid image'],
+    [
+      '2 MiB + 1 byte',
+      async () => upload(app, session, Buffer.concat([valid, randomBytes(2 * MiB + 1 - valid.length)]), 'image/png'),
+      413,
+      'Request body is too large',
+    ],
+    [
+      'multipart file of 2 MiB + 1 byte',
+      async () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', contentType: 'image/png', data: randomBytes(2 * MiB + 1) }]),
+      413,
+      'Request body is too large',
+    ],
+    [
+      '2 MiB of random bytes (the largest body taken)',
+      async () => upload(app, session, randomBytes(2 * MiB), 'image/png'),
+      422,
+      'Not a valid image',
+    ],
+    [
+      'multipart file of 2 MiB of random bytes',
+      async () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', data: randomBytes(2 * MiB) }]),
+      422,
+      'Not a valid image',
+    ],
     ['random bytes', async () => upload(app, session, randomBytes(1000), 'image/png'), 422, 'Not a valid image'],
     ['an empty body', async () => upload(app, session, '', 'image/png'), 422, 'Not a valid image'],
-    ['no body at all', () => app.inject({ method: 'PUT', url: '/api/users/me/avatar', headers: bearer(session.accessToken) }), 422, 'body is required'],
+    [
+      'no body at all',
+      () => app.inject({ method: 'PUT', url: '/api/users/me/avatar', headers: bearer(session.accessToken) }),
+      422,
+      'body is required',
+    ],
     ['a GIF sent as image/png', async () => upload(app, session, await gif(), 'image/png'), 422, 'Not a valid image'],
-    ['an SVG sent as image/png', async () => upload(app, session, '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>', 'image/png'), 422, 'Not a valid image'],
-    ['a TIFF sent as image/jpeg', async () => upload(app, session, await noise(16, 16).tiff().toBuffer(), 'image/jpeg'), 422, 'Not a valid image'],
+    [
+      'an SVG sent as image/png',
+      async () => upload(app, session, '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>', 'image/png'),
+      422,
+      'Not a valid image',
+    ],
+    [
+      'a TIFF sent as image/jpeg',
+      async () => upload(app, session, await noise(16, 16).tiff().toBuffer(), 'image/jpeg'),
+      422,
+      'Not a valid image',
+    ],
     ['a PNG signature and nothing else', async () => upload(app, session, sample.subarray(0, 8), 'image/png'), 422, 'Not a valid image'],
     ['a PNG cut in its header', async () => upload(app, session, sample.subarray(0, 20), 'image/png'), 422, 'Not a valid image'],
-    ['a PNG cut in its pixel data', async () => upload(app, session, sample.subarray(0, sample.length >> 1), 'image/png'), 422, 'Not a valid image'],
-    ['a PNG cut in its end chunk', async () => upload(app, session, sample.subarray(0, sample.length - 4), 'image/png'), 422, 'Not a valid image'],
+    [
+      'a PNG cut in its pixel data',
+      async () => upload(app, session, sample.subarray(0, sample.length >> 1), 'image/png'),
+      422,
+      'Not a valid image',
+    ],
+    [
+      'a PNG cut in its end chunk',
+      async () => upload(app, session, sample.subarray(0, sample.length - 4), 'image/png'),
+      422,
+      'Not a valid image',
+    ],
     ['a JPEG cut in half', async () => upload(app, session, jpg.subarray(0, jpg.length >> 1), 'image/jpeg'), 422, 'Not a valid image'],
-    ['a JPEG without its last bytes', async () => upload(app, session, jpg.subarray(0, jpg.length - 2), 'image/jpeg'), 422, 'Not a valid image'],
+    [
+      'a JPEG without its last bytes',
+      async () => upload(app, session, jpg.subarray(0, jpg.length - 2), 'image/jpeg'),
+      422,
+      'Not a valid image',
+    ],
     ['a WebP cut in half', async () => upload(app, session, wbp.subarray(0, wbp.length >> 1), 'image/webp'), 422, 'Not a valid image'],
-    ['a PNG whose header claims more rows than it has', async () => upload(app, session, craftedPng(100, 100, 10), 'image/png'), 422, 'Not a valid image'],
-    ['a PNG whose header CRC is wrong', async () => {
-      const broken = Buffer.from(sample);
-      broken[29]! ^= 0xff;
-      return upload(app, session, broken, 'image/png');
-    }, 422, 'Not a valid image'],
-    ['a PNG with a byte of pixel data flipped', async () => {
-      const broken = Buffer.from(sample);
-      broken[sample.length >> 1]! ^= 0xff;
-      return upload(app, session, broken, 'image/png');
-    }, 422, 'Not a valid image'],
-    ['a decompression bomb (50000×50000 in a few hundred bytes)', async () => upload(app, session, pngBomb(), 'image/png'), 422, 'Image is too large: at most 16 megapixels'],
-    ['a header just past 16 megapixels', async () => upload(app, session, pngBomb(4001, 4000), 'image/png'), 422, 'Image is too large: at most 16 megapixels'],
+    [
+      'a PNG whose header claims more rows than it has',
+      async () => upload(app, session, craftedPng(100, 100, 10), 'image/png'),
+      422,
+      'Not a valid image',
+    ],
+    [
+      'a PNG whose header CRC is wrong',
+      async () => {
+        const broken = Buffer.from(sample);
+        broken[29]! ^= 0xff;
+        return upload(app, session, broken, 'image/png');
+      },
+      422,
+      'Not a valid image',
+    ],
+    [
+      'a PNG with a byte of pixel data flipped',
+      async () => {
+        const broken = Buffer.from(sample);
+        broken[sample.length >> 1]! ^= 0xff;
+        return upload(app, session, broken, 'image/png');
+      },
+      422,
+      'Not a valid image',
+    ],
+    [
+      'a decompression bomb (50000×50000 in a few hundred bytes)',
+      async () => upload(app, session, pngBomb(), 'image/png'),
+      422,
+      'Image is too large: at most 16 megapixels',
+    ],
+    [
+      'a header just past 16 megapixels',
+      async () => upload(app, session, pngBomb(4001, 4000), 'image/png'),
+      422,
+      'Image is too large: at most 16 megapixels',
+    ],
     ['multipart: no file', () => uploadForm(app, session, []), 422, 'body/file is required'],
-    ['multipart: `file` as a text field', () => uploadForm(app, session, [{ name: 'file', data: 'not a file' }]), 422, 'body/file must be a file'],
-    ['multipart: two files', () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', data: valid }, { name: 'file', filename: 'b.png', data: valid }]), 422, 'body must contain at most 1 file'],
-    ['multipart: the file under another name', () => uploadForm(app, session, [{ name: 'photo', filename: 'a.png', data: valid }]), 422, 'body/file is required'],
-    ['multipart: a text field besides the file', () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', data: valid }, { name: 'caption', data: 'me' }]), 422, 'body/caption is not an allowed property'],
-    ['multipart: a file that is no image', () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', contentType: 'image/png', data: randomBytes(500) }]), 422, 'Not a valid image'],
-    ['multipart: a text part declared JSON that is not', () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', data: valid }, { name: 'meta', contentType: 'application/json', data: '{not json' }]), 400, 'Malformed multipart body'],
-    ['multipart cut short', async () => {
-      const form = multipartBody([{ name: 'file', filename: 'a.png', data: valid }]);
-      return app.inject({ method: 'PUT', url: '/api/users/me/avatar', payload: form.payload.subarray(0, form.payload.length >> 1), headers: { ...form.headers, ...bearer(session.accessToken) } });
-    }, 400, 'Malformed multipart body'],
+    [
+      'multipart: `file` as a text field',
+      () => uploadForm(app, session, [{ name: 'file', data: 'not a file' }]),
+      422,
+      'body/file must be a file',
+    ],
+    [
+      'multipart: two files',
+      () =>
+        uploadForm(app, session, [
+          { name: 'file', filename: 'a.png', data: valid },
+          { name: 'file', filename: 'b.png', data: valid },
+        ]),
+      422,
+      'body must contain at most 1 file',
+    ],
+    [
+      'multipart: the file under another name',
+      () => uploadForm(app, session, [{ name: 'photo', filename: 'a.png', data: valid }]),
+      422,
+      'body/file is required',
+    ],
+    [
+      'multipart: a text field besides the file',
+      () =>
+        uploadForm(app, session, [
+          { name: 'file', filename: 'a.png', data: valid },
+          { name: 'caption', data: 'me' },
+        ]),
+      422,
+      'body/caption is not an allowed property',
+    ],
+    [
+      'multipart: a file that is no image',
+      () => uploadForm(app, session, [{ name: 'file', filename: 'a.png', contentType: 'image/png', data: randomBytes(500) }]),
+      422,
+      'Not a valid image',
+    ],
+    [
+      'multipart: a text part declared JSON that is not',
+      () =>
+        uploadForm(app, session, [
+          { name: 'file', filename: 'a.png', data: valid },
+          { name: 'meta', contentType: 'application/json', data: '{not json' },
+        ]),
+      400,
+      'Malformed multipart body',
+    ],
+    [
+      'multipart cut short',
+      async () => {
+        const form = multipartBody([{ name: 'file', filename: 'a.png', data: valid }]);
+        return app.inject({
+          method: 'PUT',
+          url: '/api/users/me/avatar',
+          payload: form.payload.subarray(0, form.payload.length >> 1),
+          headers: { ...form.headers, ...bearer(session.accessToken) },
+        });
+      },
+      400,
+      'Malformed multipart body',
+    ],
   ];
 
   // First with no avatar: nothing may be stored.
@@ -319,7 +480,9 @@ t.test('refused uploads store nothing and leave the previous avatar in place', a
 t.test('an image of exactly 16 megapixels is taken', async (t) => {
   const app = await buildAccountsApp(t);
   const session = await loggedInUser(app);
-  const large = await sharp({ create: { width: 4000, height: 4000, channels: 3, background: '#00ff00' } }).png().toBuffer();
+  const large = await sharp({ create: { width: 4000, height: 4000, channels: 3, background: '#00ff00' } })
+    .png()
+    .toBuffer();
   t.ok(large.length < 2 * MiB, `${large.length} bytes`);
   const avatar = await expectServed(t, app, expectAvatarUser(t, await upload(app, session, large, 'image/png'), session));
   t.ok(near(await pixelAt(avatar, 128, 128), GREEN));
@@ -366,13 +529,26 @@ t.test('operations that take no body refuse an image body like any other unknown
   const app = await buildAccountsApp(t);
   const session = await loggedInUser(app);
   const bytes = await png();
-  for (const [method, url] of [['DELETE', '/api/users/me/avatar'], ['POST', '/api/auth/logout']] as const) {
+  for (const [method, url] of [
+    ['DELETE', '/api/users/me/avatar'],
+    ['POST', '/api/auth/logout'],
+  ] as const) {
     const res = await app.inject({ method, url, payload: bytes, headers: { 'content-type': 'image/png', ...bearer(session.accessToken) } });
     expectError(t, res, 415, 'Unsupported Media Type: image/png');
   }
   // Operations that take JSON refuse it before reading it.
-  const register = await app.inject({ method: 'POST', url: '/api/auth/register', payload: bytes, headers: { 'content-type': 'image/png' } });
+  const register = await app.inject({
+    method: 'POST',
+    url: '/api/auth/register',
+    payload: bytes,
+    headers: { 'content-type': 'image/png' },
+  });
   expectError(t, register, 415, 'Unsupported Media Type: image/png');
   // Unknown routes stay 404.
-  expectError(t, await app.inject({ method: 'POST', url: '/api/nope', payload: bytes, headers: { 'content-type': 'image/png' } }), 404, 'Not Found');
+  expectError(
+    t,
+    await app.inject({ method: 'POST', url: '/api/nope', payload: bytes, headers: { 'content-type': 'image/png' } }),
+    404,
+    'Not Found',
+  );
 });

@@ -34,7 +34,8 @@ t.test('every format cut short anywhere is 422 Not a valid image', async (t) => 
     const wrong: string[] = [];
     for (const at of [...offsets].sort((a, b) => a - b)) {
       const res = await put(bytes.subarray(0, at), `image/${format}`);
-      if (res.statusCode !== 422 || res.body !== JSON.stringify(NOT_AN_IMAGE)) wrong.push(`cut at ${at}/${bytes.length}: ${res.statusCode} ${res.body.slice(0, 100)}`);
+      if (res.statusCode !== 422 || res.body !== JSON.stringify(NOT_AN_IMAGE))
+        wrong.push(`cut at ${at}/${bytes.length}: ${res.statusCode} ${res.body.slice(0, 100)}`);
     }
     t.same(wrong, [], `${format}: ${offsets.size} cuts refused`);
   }
@@ -51,7 +52,8 @@ t.test('flipped bytes are either decoded or refused with 422, never a server err
       broken[at] = broken[at]! ^ (1 + int(255));
       const res = await put(broken, `image/${format}`);
       if (res.statusCode === 200) accepted++;
-      else if (res.statusCode !== 422 || res.body !== JSON.stringify(NOT_AN_IMAGE)) wrong.push(`byte ${at}: ${res.statusCode} ${res.body.slice(0, 100)}`);
+      else if (res.statusCode !== 422 || res.body !== JSON.stringify(NOT_AN_IMAGE))
+        wrong.push(`byte ${at}: ${res.statusCode} ${res.body.slice(0, 100)}`);
     }
     t.same(wrong, [], `${format}: 40 flipped bytes, ${accepted} still decoded`);
   }

@@ -38,7 +38,10 @@ t.test('renders take turns: with none allowed to wait, uploads during a render a
   const answers = await Promise.all(Array.from({ length: 4 }, () => upload(photo, 'image/jpeg')));
   const statuses = answers.map((res) => res.statusCode);
   t.ok(statuses.includes(200) && statuses.includes(503), `one renders, the others find it busy: ${statuses.join(', ')}`);
-  t.ok(statuses.every((status) => status === 200 || status === 503), 'and nothing else');
+  t.ok(
+    statuses.every((status) => status === 200 || status === 503),
+    'and nothing else',
+  );
   for (const res of answers.filter((answer) => answer.statusCode === 503)) {
     t.same(res.json(), { detail: 'Too many avatar uploads in progress; try again later' });
     t.ok(Number(res.headers['retry-after']) >= 1, `Retry-After: ${res.headers['retry-after']}`);

@@ -37,36 +37,62 @@ async function sampled<T>(pid: number, work: () => Promise<T>): Promise<{ result
   return { result, peak };
 }
 
-t.test('concurrent avatar uploads: RSS stays bounded', { skip: process.platform !== 'linux' ? 'reads /proc' : backend === 'embedded' && 'one backend is enough: the process is the subject' }, async (t) => {
-  const mailbox = await smtpCapture(t);
-  const service = await startService(t, { ...(await testEnv(t)), LOG_LEVEL: 'warn', SMTP_URL: mailbox.url, RATE_LIMIT_ANON_PER_MIN: '1000' });
-  const token = await signUp(service.url, mailbox, `rss_${Date.now().toString(36)}`);
-  const pid = service.child.pid!;
-  const put = (body: Buffer, type: string) =>
-    fetch(`${service.url}/api/users/me/avatar`, { method: 'PUT', body, headers: { authorization: `Bearer ${token}`, 'content-type': type } }).then(
-      async (res) => ({ status: res.status, body: await res.text() }),
+t.test(
+  'concurrent avatar uploads: RSS stays bounded',
+  { skip: process.platform !== 'linux' ? 'reads /proc' : backend === 'embedded' && 'one backend is enough: the process is the subject' },
+  async (t) => {
+    const mailbox = await smtpCapture(t);
+    const service = await startService(t, {
+      ...(await testEnv(t)),
+      LOG_LEVEL: 'warn',
+      SMTP_URL: mailbox.url,
+      RATE_LIMIT_ANON_PER_MIN: '1000',
+    });
+    const token = await signUp(service.url, mailbox, `rss_${Date.now().toString(36)}`);
+    const pid = service.child.pid!;
+    const put = (body: Buffer, type: string) =>
+      fetch(`${service.url}/api/users/me/avatar`, {
+        method: 'PUT',
+        body,
+        headers: { authorization: `Bearer ${token}`, 'content-type': type },
+      }).then(async (res) => ({ status: res.status, body: await res.text() }));
+    const hostile = await interlacedPng16(6324, 6324);
+    const blue = (size: number) => sharp({ create: { width: size, height: size, channels: 3, background: '#3366cc' } });
+    const photo = await blue(4000).jpeg({ progressive: true }).toBuffer();
+    const deep = await blue(2000).toColourspace('rgb16').png({ progressive: true }).toBuffer();
+    // Warm: sharp and libvips loaded, the routes compiled.
+    t.equal(
+      (
+        await put(
+          await sharp({ create: { width: 64, height: 64, channels: 3, background: '#fff' } })
+            .png()
+            .toBuffer(),
+          'image/png',
+        )
+      ).status,
+      200,
     );
-  const hostile = await interlacedPng16(6324, 6324);
-  const blue = (size: number) => sharp({ create: { width: size, height: size, channels: 3, background: '#3366cc' } });
-  const photo = await blue(4000).jpeg({ progressive: true }).toBuffer();
-  const deep = await blue(2000).toColourspace('rgb16').png({ progressive: true }).toBuffer();
-  // Warm: sharp and libvips loaded, the routes compiled.
-  t.equal((await put(await sharp({ create: { width: 64, height: 64, channels: 3, background: '#fff' } }).png().toBuffer(), 'image/png')).status, 200);
 
-  const before = await rss(pid);
-  const refused = await sampled(pid, () => Promise.all(Array.from({ length: CONCURRENT }, () => put(hostile, 'image/png'))));
-  t.same(
-    refused.result,
-    Array(CONCURRENT).fill({ status: 422, body: JSON.stringify({ detail: 'Image is too large: at most 16 megapixels' }) }),
-    `${CONCURRENT} hostile PNGs of ${hostile.length} bytes: refused from their header`,
-  );
-  const refusedGrowth = refused.peak - before;
-  t.ok(refusedGrowth < 64 * MiB, `RSS grew by ${(refusedGrowth / MiB).toFixed(1)} MiB (bound 64 MiB)`);
+    const before = await rss(pid);
+    const refused = await sampled(pid, () => Promise.all(Array.from({ length: CONCURRENT }, () => put(hostile, 'image/png'))));
+    t.same(
+      refused.result,
+      Array(CONCURRENT).fill({ status: 422, body: JSON.stringify({ detail: 'Image is too large: at most 16 megapixels' }) }),
+      `${CONCURRENT} hostile PNGs of ${hostile.length} bytes: refused from their header`,
+    );
+    const refusedGrowth = refused.peak - before;
+    t.ok(refusedGrowth < 64 * MiB, `RSS grew by ${(refusedGrowth / MiB).toFixed(1)} MiB (bound 64 MiB)`);
 
-  const base = await rss(pid);
-  const costly = () => Promise.all(Array.from({ length: CONCURRENT }, (_, i) => (i % 2 === 0 ? put(photo, 'image/jpeg') : put(deep, 'image/png'))));
-  const taken = await sampled(pid, costly);
-  t.same(taken.result.map((answer) => answer.status), Array(CONCURRENT).fill(200), `${CONCURRENT / 2} progressive 16 MP JPEGs and ${CONCURRENT / 2} interlaced 16-bit 4 MP PNGs: all rendered`);
-  const takenGrowth = taken.peak - base;
-  t.ok(takenGrowth < 128 * MiB, `RSS grew by ${(takenGrowth / MiB).toFixed(1)} MiB (bound 128 MiB: one render at a time)`);
-});
+    const base = await rss(pid);
+    const costly = () =>
+      Promise.all(Array.from({ length: CONCURRENT }, (_, i) => (i % 2 === 0 ? put(photo, 'image/jpeg') : put(deep, 'image/png'))));
+    const taken = await sampled(pid, costly);
+    t.same(
+      taken.result.map((answer) => answer.status),
+      Array(CONCURRENT).fill(200),
+      `${CONCURRENT / 2} progressive 16 MP JPEGs and ${CONCURRENT / 2} interlaced 16-bit 4 MP PNGs: all rendered`,
+    );
+    const takenGrowth = taken.peak - base;
+    t.ok(takenGrowth < 128 * MiB, `RSS grew by ${(takenGrowth / MiB).toFixed(1)} MiB (bound 128 MiB: one render at a time)`);
+  },
+);

@@ -37,6 +37,9 @@ t.test('one at a time, in order; past the limit refused at once with a Retry-Aft
   c!.finish();
   t.same(await Promise.all(running), ['a', 'b', 'c']);
   t.same(log, ['a starts', 'a ends', 'b starts', 'b ends', 'c starts', 'c ends']);
-  await t.rejects(queue.run(0, async () => Promise.reject(new Error('broken'))), /broken/);
+  await t.rejects(
+    queue.run(0, async () => Promise.reject(new Error('broken'))),
+    /broken/,
+  );
   t.equal(await queue.run(0, async () => 'next'), 'next', 'a failed render frees the queue');
 });

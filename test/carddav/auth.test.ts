@@ -66,7 +66,12 @@ t.test('the name must be 1 to 100 characters after trimming', async (t) => {
     t.equal(res.statusCode, 422);
     t.strictSame(res.json(), { detail });
   }
-  const missing = await app.inject({ method: 'POST', url: '/api/users/me/app-passwords', headers: bearer(session.accessToken), payload: {} });
+  const missing = await app.inject({
+    method: 'POST',
+    url: '/api/users/me/app-passwords',
+    headers: bearer(session.accessToken),
+    payload: {},
+  });
   t.equal(missing.statusCode, 422);
   t.strictSame(missing.json(), { detail: 'body/name is required' });
 });
@@ -103,39 +108,52 @@ t.test('missing, malformed or wrong credentials on /dav: 401 with the Basic chal
   }
 });
 
-t.test('authentication comes before anything else: without valid credentials every request that would be 400, 403, 404, 405, 413 or 415 is 401', async (t) => {
-  const own = `/dav/addressbooks/${session.id}/contacts/`;
-  const other = `/dav/addressbooks/${session.id + 1000}/contacts/`;
-  const cases: [string, string, Record<string, string>, string?][] = [
-    ['PROPFIND', `${other}`, { depth: '0' }],
-    ['GET', `${other}card.vcf`, {}],
-    ['DELETE', `${own}missing.vcf`, {}],
-    ['PROPFIND', '/dav/nowhere/at/all', { depth: '0' }],
-    ['GET', `${own}a%00b.vcf`, {}],
-    ['MKCOL', `${own}new/`, {}],
-    ['TRACE', own, {}],
-    ['COPY', `${own}missing.vcf`, {}],
-    ['PROPFIND', own, { depth: 'infinity' }],
-    ['PROPFIND', own, { depth: 'sideways' }],
-    ['PUT', `${own}card.vcf`, { 'content-type': 'text/plain' }, 'not a card'],
-    ['PUT', `${own}card.vcf`, { 'content-type': 'text/vcard' }, 'x'.repeat(2 * 1024 * 1024)],
-    ['REPORT', own, { 'content-type': 'application/xml' }, '<not-xml'],
-    ['REPORT', other, { 'content-type': 'application/xml' }, '<D:sync-collection xmlns:D="DAV:"><D:sync-token>forged</D:sync-token></D:sync-collection>'],
-  ];
-  const { password } = (await makePassword('order')).json();
-  for (const authorization of [undefined, basicAuth(session.username, `${password}x`)]) {
-    for (const [method, url, headers, payload] of cases) {
-      const res = await app.inject({ method: method as 'GET', url, headers: { ...headers, ...(authorization ? { authorization } : {}) }, ...(payload === undefined ? {} : { payload }) });
-      const label = `${method} ${url.slice(0, 60)} ${authorization ? 'wrong password' : 'no credentials'}`;
-      t.equal(res.statusCode, 401, label);
-      t.equal(res.headers['www-authenticate'], CHALLENGE, label);
-      t.equal(res.body, NOT_AUTHENTICATED, label);
+t.test(
+  'authentication comes before anything else: without valid credentials every request that would be 400, 403, 404, 405, 413 or 415 is 401',
+  async (t) => {
+    const own = `/dav/addressbooks/${session.id}/contacts/`;
+    const other = `/dav/addressbooks/${session.id + 1000}/contacts/`;
+    const cases: [string, string, Record<string, string>, string?][] = [
+      ['PROPFIND', `${other}`, { depth: '0' }],
+      ['GET', `${other}card.vcf`, {}],
+      ['DELETE', `${own}missing.vcf`, {}],
+      ['PROPFIND', '/dav/nowhere/at/all', { depth: '0' }],
+      ['GET', `${own}a%00b.vcf`, {}],
+      ['MKCOL', `${own}new/`, {}],
+      ['TRACE', own, {}],
+      ['COPY', `${own}missing.vcf`, {}],
+      ['PROPFIND', own, { depth: 'infinity' }],
+      ['PROPFIND', own, { depth: 'sideways' }],
+      ['PUT', `${own}card.vcf`, { 'content-type': 'text/plain' }, 'not a card'],
+      ['PUT', `${own}card.vcf`, { 'content-type': 'text/vcard' }, 'x'.repeat(2 * 1024 * 1024)],
+      ['REPORT', own, { 'content-type': 'application/xml' }, '<not-xml'],
+      [
+        'REPORT',
+        other,
+        { 'content-type': 'application/xml' },
+        '<D:sync-collection xmlns:D="DAV:"><D:sync-token>forged</D:sync-token></D:sync-collection>',
+      ],
+    ];
+    const { password } = (await makePassword('order')).json();
+    for (const authorization of [undefined, basicAuth(session.username, `${password}x`)]) {
+      for (const [method, url, headers, payload] of cases) {
+        const res = await app.inject({
+          method: method as 'GET',
+          url,
+          headers: { ...headers, ...(authorization ? { authorization } : {}) },
+          ...(payload === undefined ? {} : { payload }),
+        });
+        const label = `${method} ${url.slice(0, 60)} ${authorization ? 'wrong password' : 'no credentials'}`;
+        t.equal(res.statusCode, 401, label);
+        t.equal(res.headers['www-authenticate'], CHALLENGE, label);
+        t.equal(res.body, NOT_AUTHENTICATED, label);
+      }
     }
-  }
-  const signedIn = basicAuth(session.username, password);
-  const theirs = await app.inject({ method: 'PROPFIND' as 'GET', url: other, headers: { depth: '0', authorization: signedIn } });
-  t.equal(theirs.statusCode, 404, 'another user\'s book is 404 only once signed in');
-});
+    const signedIn = basicAuth(session.username, password);
+    const theirs = await app.inject({ method: 'PROPFIND' as 'GET', url: other, headers: { depth: '0', authorization: signedIn } });
+    t.equal(theirs.statusCode, 404, "another user's book is 404 only once signed in");
+  },
+);
 
 t.test('an app password is refused on /api', async (t) => {
   const { password } = (await makePassword('api')).json();
@@ -166,31 +184,50 @@ t.test('last_used_at is null until the first use, then the time of the latest us
   clock = NOW;
 });
 
-t.test('DELETE revokes at once; another user\'s or an unknown id is 404', async (t) => {
+t.test("DELETE revokes at once; another user's or an unknown id is 404", async (t) => {
   const created = (await makePassword('revoked')).json();
   const other = await loggedInUser(app);
   await mailbox.next();
-  const theirs = await app.inject({ method: 'DELETE', url: `/api/users/me/app-passwords/${created.id}`, headers: bearer(other.accessToken) });
+  const theirs = await app.inject({
+    method: 'DELETE',
+    url: `/api/users/me/app-passwords/${created.id}`,
+    headers: bearer(other.accessToken),
+  });
   t.equal(theirs.statusCode, 404);
   t.strictSame(theirs.json(), { detail: 'App password not found' });
-  t.equal((await app.inject({ method: 'DELETE', url: '/api/users/me/app-passwords/999999', headers: bearer(session.accessToken) })).statusCode, 404);
+  t.equal(
+    (await app.inject({ method: 'DELETE', url: '/api/users/me/app-passwords/999999', headers: bearer(session.accessToken) })).statusCode,
+    404,
+  );
   t.equal((await propfind(basicAuth(session.username, created.password))).statusCode, 207);
-  const res = await app.inject({ method: 'DELETE', url: `/api/users/me/app-passwords/${created.id}`, headers: bearer(session.accessToken) });
+  const res = await app.inject({
+    method: 'DELETE',
+    url: `/api/users/me/app-passwords/${created.id}`,
+    headers: bearer(session.accessToken),
+  });
   t.equal(res.statusCode, 204);
   t.equal(res.body, '');
   t.equal((await propfind(basicAuth(session.username, created.password))).statusCode, 401, 'refused from the moment the 204 is sent');
 });
 
-t.test('a revocation holds on every instance at once', { skip: backend !== 'postgres' && 'a second instance needs a shared PostgreSQL' }, async (t) => {
-  const second = await buildApp({ config: await loadConfig(env) });
-  t.teardown(() => second.close());
-  const created = (await makePassword('two instances')).json();
-  const auth = basicAuth(session.username, created.password);
-  const viaSecond = () => second.inject({ method: 'PROPFIND' as 'GET', url: '/dav/', headers: { depth: '0', authorization: auth } });
-  t.equal((await viaSecond()).statusCode, 207);
-  t.equal((await app.inject({ method: 'DELETE', url: `/api/users/me/app-passwords/${created.id}`, headers: bearer(session.accessToken) })).statusCode, 204);
-  t.equal((await viaSecond()).statusCode, 401);
-});
+t.test(
+  'a revocation holds on every instance at once',
+  { skip: backend !== 'postgres' && 'a second instance needs a shared PostgreSQL' },
+  async (t) => {
+    const second = await buildApp({ config: await loadConfig(env) });
+    t.teardown(() => second.close());
+    const created = (await makePassword('two instances')).json();
+    const auth = basicAuth(session.username, created.password);
+    const viaSecond = () => second.inject({ method: 'PROPFIND' as 'GET', url: '/dav/', headers: { depth: '0', authorization: auth } });
+    t.equal((await viaSecond()).statusCode, 207);
+    t.equal(
+      (await app.inject({ method: 'DELETE', url: `/api/users/me/app-passwords/${created.id}`, headers: bearer(session.accessToken) }))
+        .statusCode,
+      204,
+    );
+    t.equal((await viaSecond()).statusCode, 401);
+  },
+);
 
 t.test('a password reset revokes every app password of the user', async (t) => {
   const user = await loggedInUser(app);
@@ -202,24 +239,43 @@ t.test('a password reset revokes every app password of the user', async (t) => {
   const reset = await app.inject({ method: 'POST', url: '/api/auth/reset-password', payload: { token, password: 'a-new-password-1' } });
   t.equal(reset.statusCode, 200);
   t.equal((await propfind(basicAuth(user.username, created.password))).statusCode, 401);
-  const count = await app.db.selectFrom('app_passwords').select((eb) => eb.fn.countAll<number>().as('n')).where('user_id', '=', user.id).executeTakeFirstOrThrow();
+  const count = await app.db
+    .selectFrom('app_passwords')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('user_id', '=', user.id)
+    .executeTakeFirstOrThrow();
   t.equal(Number(count.n), 0);
 });
 
-t.test('each failed sign-in counts against the client address\'s anonymous limit: 429 past it; OPTIONS and signed-in requests are not limited', async (t) => {
-  const limited = await buildAccountsApp(t, { env: { RATE_LIMIT_ANON_PER_MIN: '3' } });
-  const user = await loggedInUser(limited);
-  const { password } = (await limited.inject({ method: 'POST', url: '/api/users/me/app-passwords', headers: bearer(user.accessToken), payload: { name: 'x' } })).json();
-  const send = (authorization?: string) =>
-    limited.inject({ method: 'PROPFIND' as 'GET', url: '/dav/', remoteAddress: '203.0.113.9', headers: { depth: '0', ...(authorization ? { authorization } : {}) } });
-  for (let i = 0; i < 3; i++) t.equal((await send(basicAuth(user.username, 'wrong'))).statusCode, 401);
-  const over = await send(basicAuth(user.username, 'wrong'));
-  t.equal(over.statusCode, 429);
-  t.match(over.headers['retry-after'], /^\d+$/);
-  t.match(over.body, /<X:detail>Rate limit exceeded, retry in \d+ seconds<\/X:detail><\/D:error>$/);
-  for (let i = 0; i < 5; i++) t.equal((await send(basicAuth(user.username, password))).statusCode, 207, 'signed in: not limited');
-  const options = await limited.inject({ method: 'OPTIONS', url: '/dav/', remoteAddress: '203.0.113.9' });
-  t.equal(options.statusCode, 200);
-  const wellKnown = await limited.inject({ method: 'GET', url: '/.well-known/carddav', remoteAddress: '203.0.113.9' });
-  t.equal(wellKnown.statusCode, 301);
-});
+t.test(
+  "each failed sign-in counts against the client address's anonymous limit: 429 past it; OPTIONS and signed-in requests are not limited",
+  async (t) => {
+    const limited = await buildAccountsApp(t, { env: { RATE_LIMIT_ANON_PER_MIN: '3' } });
+    const user = await loggedInUser(limited);
+    const { password } = (
+      await limited.inject({
+        method: 'POST',
+        url: '/api/users/me/app-passwords',
+        headers: bearer(user.accessToken),
+        payload: { name: 'x' },
+      })
+    ).json();
+    const send = (authorization?: string) =>
+      limited.inject({
+        method: 'PROPFIND' as 'GET',
+        url: '/dav/',
+        remoteAddress: '203.0.113.9',
+        headers: { depth: '0', ...(authorization ? { authorization } : {}) },
+      });
+    for (let i = 0; i < 3; i++) t.equal((await send(basicAuth(user.username, 'wrong'))).statusCode, 401);
+    const over = await send(basicAuth(user.username, 'wrong'));
+    t.equal(over.statusCode, 429);
+    t.match(over.headers['retry-after'], /^\d+$/);
+    t.match(over.body, /<X:detail>Rate limit exceeded, retry in \d+ seconds<\/X:detail><\/D:error>$/);
+    for (let i = 0; i < 5; i++) t.equal((await send(basicAuth(user.username, password))).statusCode, 207, 'signed in: not limited');
+    const options = await limited.inject({ method: 'OPTIONS', url: '/dav/', remoteAddress: '203.0.113.9' });
+    t.equal(options.statusCode, 200);
+    const wellKnown = await limited.inject({ method: 'GET', url: '/.well-known/carddav', remoteAddress: '203.0.113.9' });
+    t.equal(wellKnown.statusCode, 301);
+  },
+);

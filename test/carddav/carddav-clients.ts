@@ -14,7 +14,11 @@ export interface CommandResult {
 }
 
 /** Runs a command to its end (input piped in when given); never throws for a non-zero exit. */
-export function run(command: string, args: string[], options: { env?: Record<string, string>; input?: string; timeoutMs?: number } = {}): Promise<CommandResult> {
+export function run(
+  command: string,
+  args: string[],
+  options: { env?: Record<string, string>; input?: string; timeoutMs?: number } = {},
+): Promise<CommandResult> {
   return new Promise((resolve) => {
     const child = execFile(
       command,
@@ -78,20 +82,43 @@ export async function vdirsyncerSetup(
   const localDir = path.join(localRoot, 'contacts');
   await writeFile(
     khardConfigPath,
-    ['[addressbooks]', '[[contacts]]', `path = ${localDir}`, '', '[general]', 'default_action = list', 'editor = true', 'merge_editor = true', ''].join('\n'),
+    [
+      '[addressbooks]',
+      '[[contacts]]',
+      `path = ${localDir}`,
+      '',
+      '[general]',
+      'default_action = list',
+      'editor = true',
+      'merge_editor = true',
+      '',
+    ].join('\n'),
   );
   return { localDir, configPath, khardConfigPath };
 }
 
 /** Runs vdirsyncer with the setup's config (stopped after `timeoutMs`); `-v debug` output lands in stderr. */
-export function vdirsyncer(setup: VdirsyncerSetup, args: string[], verbosity: 'info' | 'debug' = 'info', timeoutMs = 600_000): Promise<CommandResult> {
-  return run('vdirsyncer', ['-c', setup.configPath, '-v', verbosity, ...args], { input: 'y\ny\ny\n', env: { LC_ALL: 'C.UTF-8', LANG: 'C.UTF-8' }, timeoutMs });
+export function vdirsyncer(
+  setup: VdirsyncerSetup,
+  args: string[],
+  verbosity: 'info' | 'debug' = 'info',
+  timeoutMs = 600_000,
+): Promise<CommandResult> {
+  return run('vdirsyncer', ['-c', setup.configPath, '-v', verbosity, ...args], {
+    input: 'y\ny\ny\n',
+    env: { LC_ALL: 'C.UTF-8', LANG: 'C.UTF-8' },
+    timeoutMs,
+  });
 }
 
 /** The .vcf files of the local folder, by file name. */
 export async function localCards(setup: VdirsyncerSetup): Promise<Map<string, string>> {
   const names = (await readdir(setup.localDir)).filter((name) => name.endsWith('.vcf'));
-  return new Map(await Promise.all(names.map(async (name): Promise<[string, string]> => [name, await readFile(path.join(setup.localDir, name), 'utf8')])));
+  return new Map(
+    await Promise.all(
+      names.map(async (name): Promise<[string, string]> => [name, await readFile(path.join(setup.localDir, name), 'utf8')]),
+    ),
+  );
 }
 
 /** How many requests of each method a debug-level vdirsyncer run made. */

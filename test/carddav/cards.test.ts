@@ -71,7 +71,14 @@ t.test('a card PUT by a client comes back octet for octet: folding, order, versi
   t.equal(notModified.headers.etag, put.headers.etag);
 
   const contact = await contactOf('zoe.vcf');
-  t.match(contact, { first_name: 'Zoë', last_name: 'Ünïcode', email: 'zoe@example.com', phone: null, birthday: null, additional_data: null });
+  t.match(contact, {
+    first_name: 'Zoë',
+    last_name: 'Ünïcode',
+    email: 'zoe@example.com',
+    phone: null,
+    birthday: null,
+    additional_data: null,
+  });
   const viaRest = await rest('GET', `/api/contacts/${contact.id}`);
   t.equal(viaRest.headers.etag, put.headers.etag, 'getetag equals the REST ETag');
 });
@@ -97,7 +104,11 @@ t.test('the mapping: N else FN split at its last blank; the first usable EMAIL, 
       ],
       { email: 'field.test@example.com', phone: '+14155550199', birthday: '1985-07-04', additional_data: { company: 'Acme', n: 1 } },
     ],
-    ['future-bday', ['FN:Future', 'BDAY:2030-01-01', 'BDAY:1899-12-31', 'X-ADDITIONAL-DATA:[1]'], { birthday: null, additional_data: null, email: null, phone: null }],
+    [
+      'future-bday',
+      ['FN:Future', 'BDAY:2030-01-01', 'BDAY:1899-12-31', 'X-ADDITIONAL-DATA:[1]'],
+      { birthday: null, additional_data: null, email: null, phone: null },
+    ],
   ];
   for (const [name, lines, expected] of cases) {
     const put = await call('PUT', `${book}${name}.vcf`, card(`uid-${name}`, '', []).replace('FN:\r\n', `${lines.join('\r\n')}\r\n`), VCARD);
@@ -106,27 +117,35 @@ t.test('the mapping: N else FN split at its last blank; the first usable EMAIL, 
   }
 });
 
-t.test('vCard 3.0 TEL: TEL;TYPE=CELL:+1 555 … maps to the E.164 phone, a REST write replaces it in place, and a new TEL in a 3.0 card is 3.0', async (t) => {
-  const put = await call('PUT', `${book}v3-tel.vcf`, card('v3-tel', 'Three Tel', ['TEL;TYPE=CELL:+1 555 010 0199', 'TEL;TYPE=HOME:+1 555 010 0100']), VCARD);
-  t.equal(put.statusCode, 201);
-  const contact = await contactOf('v3-tel.vcf');
-  t.equal(contact.phone, '+15550100199', 'the first usable TEL, separators dropped');
-  const patched = await rest('PATCH', `/api/contacts/${contact.id}`, { phone: '+15550100222' });
-  t.equal(patched.statusCode, 200);
-  const after = (await call('GET', `${book}v3-tel.vcf`)).body;
-  t.match(after, 'VERSION:3.0\r\n');
-  t.match(after, 'TEL;TYPE=CELL:+15550100222\r\nTEL;TYPE=HOME:+1 555 010 0100\r\n', 'replaced in place, its TYPE kept, no tel: URI');
-  t.equal((await contactOf('v3-tel.vcf')).phone, '+15550100222', 'and read back the same');
+t.test(
+  'vCard 3.0 TEL: TEL;TYPE=CELL:+1 555 … maps to the E.164 phone, a REST write replaces it in place, and a new TEL in a 3.0 card is 3.0',
+  async (t) => {
+    const put = await call(
+      'PUT',
+      `${book}v3-tel.vcf`,
+      card('v3-tel', 'Three Tel', ['TEL;TYPE=CELL:+1 555 010 0199', 'TEL;TYPE=HOME:+1 555 010 0100']),
+      VCARD,
+    );
+    t.equal(put.statusCode, 201);
+    const contact = await contactOf('v3-tel.vcf');
+    t.equal(contact.phone, '+15550100199', 'the first usable TEL, separators dropped');
+    const patched = await rest('PATCH', `/api/contacts/${contact.id}`, { phone: '+15550100222' });
+    t.equal(patched.statusCode, 200);
+    const after = (await call('GET', `${book}v3-tel.vcf`)).body;
+    t.match(after, 'VERSION:3.0\r\n');
+    t.match(after, 'TEL;TYPE=CELL:+15550100222\r\nTEL;TYPE=HOME:+1 555 010 0100\r\n', 'replaced in place, its TYPE kept, no tel: URI');
+    t.equal((await contactOf('v3-tel.vcf')).phone, '+15550100222', 'and read back the same');
 
-  await call('PUT', `${book}v3-none.vcf`, card('v3-none', 'Three None'), VCARD);
-  const bare = await contactOf('v3-none.vcf');
-  t.equal(bare.phone, null);
-  await rest('PATCH', `/api/contacts/${bare.id}`, { phone: '+15550100333' });
-  const added = (await call('GET', `${book}v3-none.vcf`)).body;
-  t.match(added, 'TEL:+15550100333\r\nEND:VCARD', 'a 3.0 phone-number value');
-  t.notMatch(added, 'VALUE=uri', 'no 4.0 URI value in a 3.0 card');
-  t.equal((await contactOf('v3-none.vcf')).phone, '+15550100333');
-});
+    await call('PUT', `${book}v3-none.vcf`, card('v3-none', 'Three None'), VCARD);
+    const bare = await contactOf('v3-none.vcf');
+    t.equal(bare.phone, null);
+    await rest('PATCH', `/api/contacts/${bare.id}`, { phone: '+15550100333' });
+    const added = (await call('GET', `${book}v3-none.vcf`)).body;
+    t.match(added, 'TEL:+15550100333\r\nEND:VCARD', 'a 3.0 phone-number value');
+    t.notMatch(added, 'VALUE=uri', 'no 4.0 URI value in a 3.0 card');
+    t.equal((await contactOf('v3-none.vcf')).phone, '+15550100333');
+  },
+);
 
 t.test('a duplicate e-mail is no refusal: the card is stored whole, its contact gets the first free address or null', async (t) => {
   await rest('POST', '/api/contacts/', contactBody({ email: 'taken@example.com' }));
@@ -143,31 +162,37 @@ t.test('a duplicate e-mail is no refusal: the card is stored whole, its contact 
   t.strictSame(restWrite.json(), { detail: 'Contact with this email already exists' });
 });
 
-t.test('PUT preconditions: If-None-Match * only creates, If-Match only replaces a current tag; 201, 204, a new ETag every time', async (t) => {
-  const url = `${book}cond.vcf`;
-  const first = await call('PUT', url, card('cond', 'Cond One'), { ...VCARD, 'if-none-match': '*' });
-  t.equal(first.statusCode, 201);
-  const again = await call('PUT', url, card('cond', 'Cond Two'), { ...VCARD, 'if-none-match': '*' });
-  t.equal(again.statusCode, 412);
-  t.equal(detailOf(again.body), 'Precondition Failed: the contact has changed');
-  const missing = await call('PUT', `${book}nothing-here.vcf`, card('nothing', 'No One'), { ...VCARD, 'if-match': first.headers.etag as string });
-  t.equal(missing.statusCode, 412, 'If-Match on a missing card');
-  t.equal((await call('GET', `${book}nothing-here.vcf`)).statusCode, 404, 'nothing created');
-  const replaced = await call('PUT', url, card('cond', 'Cond Two'), { ...VCARD, 'if-match': first.headers.etag as string });
-  t.equal(replaced.statusCode, 204);
-  t.equal(replaced.body, '');
-  t.not(replaced.headers.etag, first.headers.etag);
-  const stale = await call('PUT', url, card('cond', 'Cond Three'), { ...VCARD, 'if-match': first.headers.etag as string });
-  t.equal(stale.statusCode, 412);
-  const unchanged = await call('PUT', url, card('cond', 'Cond Two'), VCARD);
-  t.equal(unchanged.statusCode, 204, 'without conditions it replaces');
-  t.not(unchanged.headers.etag, replaced.headers.etag, 'a PUT that changes nothing is still a write');
-  t.equal((await call('GET', url)).body, card('cond', 'Cond Two'));
-  const star = await call('PUT', url, card('cond', 'Cond Four'), { ...VCARD, 'if-match': '*' });
-  t.equal(star.statusCode, 204);
-  const staleInvalid = await call('PUT', url, 'not a card', { ...VCARD, 'if-match': first.headers.etag as string });
-  t.equal(staleInvalid.statusCode, 412, 'preconditions come before the content (412 before 403)');
-});
+t.test(
+  'PUT preconditions: If-None-Match * only creates, If-Match only replaces a current tag; 201, 204, a new ETag every time',
+  async (t) => {
+    const url = `${book}cond.vcf`;
+    const first = await call('PUT', url, card('cond', 'Cond One'), { ...VCARD, 'if-none-match': '*' });
+    t.equal(first.statusCode, 201);
+    const again = await call('PUT', url, card('cond', 'Cond Two'), { ...VCARD, 'if-none-match': '*' });
+    t.equal(again.statusCode, 412);
+    t.equal(detailOf(again.body), 'Precondition Failed: the contact has changed');
+    const missing = await call('PUT', `${book}nothing-here.vcf`, card('nothing', 'No One'), {
+      ...VCARD,
+      'if-match': first.headers.etag as string,
+    });
+    t.equal(missing.statusCode, 412, 'If-Match on a missing card');
+    t.equal((await call('GET', `${book}nothing-here.vcf`)).statusCode, 404, 'nothing created');
+    const replaced = await call('PUT', url, card('cond', 'Cond Two'), { ...VCARD, 'if-match': first.headers.etag as string });
+    t.equal(replaced.statusCode, 204);
+    t.equal(replaced.body, '');
+    t.not(replaced.headers.etag, first.headers.etag);
+    const stale = await call('PUT', url, card('cond', 'Cond Three'), { ...VCARD, 'if-match': first.headers.etag as string });
+    t.equal(stale.statusCode, 412);
+    const unchanged = await call('PUT', url, card('cond', 'Cond Two'), VCARD);
+    t.equal(unchanged.statusCode, 204, 'without conditions it replaces');
+    t.not(unchanged.headers.etag, replaced.headers.etag, 'a PUT that changes nothing is still a write');
+    t.equal((await call('GET', url)).body, card('cond', 'Cond Two'));
+    const star = await call('PUT', url, card('cond', 'Cond Four'), { ...VCARD, 'if-match': '*' });
+    t.equal(star.statusCode, 204);
+    const staleInvalid = await call('PUT', url, 'not a card', { ...VCARD, 'if-match': first.headers.etag as string });
+    t.equal(staleInvalid.statusCode, 412, 'preconditions come before the content (412 before 403)');
+  },
+);
 
 t.test('refusals of PUT, each with its precondition element and an X:detail', async (t) => {
   await call('PUT', `${book}holder.vcf`, card('held-uid', 'Holder'), VCARD);
@@ -175,12 +200,47 @@ t.test('refusals of PUT, each with its precondition element and an X:detail', as
   const cases: [string, string, Record<string, string>, number, string | undefined, string | RegExp][] = [
     ['empty', '', VCARD, 403, 'C:valid-address-data', /^Not one well-formed vCard/],
     ['garbage', 'hello world', VCARD, 403, 'C:valid-address-data', /^Not one well-formed vCard/],
-    ['two cards', card('a', 'A') + card('b', 'B'), VCARD, 403, 'C:valid-address-data', 'Not one well-formed vCard: the body holds more than one vCard'],
-    ['truncated', 'BEGIN:VCARD\r\nVERSION:3.0\r\nUID:t\r\nFN:T\r\n', VCARD, 403, 'C:valid-address-data', 'Not one well-formed vCard: the card has no END:VCARD at its end'],
+    [
+      'two cards',
+      card('a', 'A') + card('b', 'B'),
+      VCARD,
+      403,
+      'C:valid-address-data',
+      'Not one well-formed vCard: the body holds more than one vCard',
+    ],
+    [
+      'truncated',
+      'BEGIN:VCARD\r\nVERSION:3.0\r\nUID:t\r\nFN:T\r\n',
+      VCARD,
+      403,
+      'C:valid-address-data',
+      'Not one well-formed vCard: the card has no END:VCARD at its end',
+    ],
     ['no uid', 'BEGIN:VCARD\r\nVERSION:3.0\r\nFN:No Uid\r\nEND:VCARD\r\n', VCARD, 403, 'C:valid-address-data', 'The vCard has no UID'],
-    ['no name', 'BEGIN:VCARD\r\nVERSION:3.0\r\nUID:noname\r\nFN:\r\nN:;;;;\r\nEND:VCARD\r\n', VCARD, 403, 'C:valid-address-data', 'The vCard has no name (FN or N)'],
-    ['version', 'BEGIN:VCARD\r\nVERSION:2.1\r\nUID:v21\r\nFN:Old\r\nEND:VCARD\r\n', VCARD, 403, 'C:supported-address-data', 'vCard version 2.1 is not supported (3.0 or 4.0)'],
-    ['long name', card('long', 'x', [`N:Short;${'G'.repeat(51)};;;`]), VCARD, 403, 'C:valid-address-data', 'first_name must NOT have more than 50 characters'],
+    [
+      'no name',
+      'BEGIN:VCARD\r\nVERSION:3.0\r\nUID:noname\r\nFN:\r\nN:;;;;\r\nEND:VCARD\r\n',
+      VCARD,
+      403,
+      'C:valid-address-data',
+      'The vCard has no name (FN or N)',
+    ],
+    [
+      'version',
+      'BEGIN:VCARD\r\nVERSION:2.1\r\nUID:v21\r\nFN:Old\r\nEND:VCARD\r\n',
+      VCARD,
+      403,
+      'C:supported-address-data',
+      'vCard version 2.1 is not supported (3.0 or 4.0)',
+    ],
+    [
+      'long name',
+      card('long', 'x', [`N:Short;${'G'.repeat(51)};;;`]),
+      VCARD,
+      403,
+      'C:valid-address-data',
+      'first_name must NOT have more than 50 characters',
+    ],
     ['big', big, VCARD, 403, 'C:max-resource-size', 'The card is larger than 262144 octets'],
     ['not utf-8', '', VCARD, 403, 'C:valid-address-data', 'Not one well-formed vCard: the body is not UTF-8'],
     ['json', card('json', 'Json'), { 'content-type': 'application/json' }, 415, undefined, 'Unsupported Media Type: application/json'],
@@ -190,7 +250,12 @@ t.test('refusals of PUT, each with its precondition element and an X:detail', as
   ];
   for (const [label, body, headers, status, condition, detail] of cases) {
     const payload = label === 'not utf-8' ? Buffer.from([0x42, 0xff, 0xfe]) : body;
-    const res = await app.inject({ method: 'PUT', url: `${book}refused-${label.replace(/ /g, '-')}.vcf`, headers: { authorization: user.basic, ...headers }, payload });
+    const res = await app.inject({
+      method: 'PUT',
+      url: `${book}refused-${label.replace(/ /g, '-')}.vcf`,
+      headers: { authorization: user.basic, ...headers },
+      payload,
+    });
     t.equal(res.statusCode, status, label);
     if (status === 201) continue;
     t.equal(res.headers['content-type'], 'application/xml; charset=utf-8');
@@ -199,7 +264,11 @@ t.test('refusals of PUT, each with its precondition element and an X:detail', as
     t.equal((await call('GET', `${book}refused-${label.replace(/ /g, '-')}.vcf`)).statusCode, 404, `${label}: nothing stored`);
   }
   const taken = await call('PUT', `${book}second-holder.vcf`, card('held-uid', 'Second'), VCARD);
-  t.match(taken.body, `<C:no-uid-conflict><D:href>${book}holder.vcf</D:href></C:no-uid-conflict>`, 'the conflict names the card holding the UID');
+  t.match(
+    taken.body,
+    `<C:no-uid-conflict><D:href>${book}holder.vcf</D:href></C:no-uid-conflict>`,
+    'the conflict names the card holding the UID',
+  );
   const changed = await call('PUT', `${book}holder.vcf`, card('another-uid', 'Holder'), VCARD);
   t.equal(changed.statusCode, 409, 'a PUT may not change the UID of a card');
   t.match(changed.body, `<C:no-uid-conflict><D:href>${book}holder.vcf</D:href></C:no-uid-conflict>`);
@@ -209,10 +278,16 @@ t.test('refusals of PUT, each with its precondition element and an X:detail', as
 });
 
 t.test('a contact created over REST is the card {uuid}.vcf with UID urn:uuid:{uuid}, in the export form', async (t) => {
-  const created = await rest('POST', '/api/contacts/', contactBody({ first_name: 'Rest', last_name: 'Made', email: 'rest.made@example.com', additional_data: { a: 'b' } }));
+  const created = await rest(
+    'POST',
+    '/api/contacts/',
+    contactBody({ first_name: 'Rest', last_name: 'Made', email: 'rest.made@example.com', additional_data: { a: 'b' } }),
+  );
   const contact = created.json();
   const listing = await call('PROPFIND', book, '<d:propfind xmlns:d="DAV:"><d:prop><d:getetag/></d:prop></d:propfind>', { depth: '1' });
-  const href = new RegExp(`<D:href>(${book}([0-9a-f-]{36})\\.vcf)</D:href><D:propstat><D:prop><D:getetag>${xmlTag(created.headers.etag)}</D:getetag>`).exec(listing.body);
+  const href = new RegExp(
+    `<D:href>(${book}([0-9a-f-]{36})\\.vcf)</D:href><D:propstat><D:prop><D:getetag>${xmlTag(created.headers.etag)}</D:getetag>`,
+  ).exec(listing.body);
   t.ok(href, 'listed with the REST ETag');
   const [, url, uuid] = href!;
   const got = await call('GET', url!);
@@ -245,7 +320,7 @@ t.test('a contact created over REST is the card {uuid}.vcf with UID urn:uuid:{uu
   const after = await call('GET', url!);
   t.equal(after.headers.etag, patched.headers.etag);
   t.match(after.body, 'FN:Restful Made\r\nN:Made;Restful;;;\r\n');
-  t.match(after.body, 'NOTE:edited on a phone', 'the client\'s property stays');
+  t.match(after.body, 'NOTE:edited on a phone', "the client's property stays");
 });
 
 t.test('DELETE: 204, then 404 on both faces; a stale If-Match is 412 and deletes nothing', async (t) => {
@@ -262,20 +337,25 @@ t.test('DELETE: 204, then 404 on both faces; a stale If-Match is 412 and deletes
   t.equal((await rest('GET', `/api/contacts/${contact.id}`)).statusCode, 404, 'a DAV delete is a REST delete');
   t.equal((await call('DELETE', `${book}gone.vcf`)).statusCode, 404);
   const viaRest = await rest('POST', '/api/contacts/', contactBody());
-  const name = (await call('PROPFIND', book, undefined, { depth: '1' })).body.match(new RegExp(`${book}([^<]+)</D:href><D:propstat><D:prop><D:getetag>${xmlTag(viaRest.headers.etag)}`));
+  const name = (await call('PROPFIND', book, undefined, { depth: '1' })).body.match(
+    new RegExp(`${book}([^<]+)</D:href><D:propstat><D:prop><D:getetag>${xmlTag(viaRest.headers.etag)}`),
+  );
   t.ok(name);
   t.equal((await rest('DELETE', `/api/contacts/${viaRest.json().id}`)).statusCode, 200);
   t.equal((await call('GET', `${book}${name![1]}`)).statusCode, 404, 'a REST delete is a DAV delete');
 });
 
-t.test('a DAV write makes the user\'s cached REST reads miss at once', async (t) => {
+t.test("a DAV write makes the user's cached REST reads miss at once", async (t) => {
   const put = await call('PUT', `${book}cached.vcf`, card('cached', 'Cached One'), VCARD);
   const contact = await contactOf('cached.vcf');
   const url = `/api/contacts/${contact.id}`;
   await rest('GET', url);
   t.equal((await rest('GET', url)).headers['x-cache'], 'HIT');
   await rest('GET', '/api/contacts/?limit=1000');
-  const replaced = await call('PUT', `${book}cached.vcf`, card('cached', 'Cached Two'), { ...VCARD, 'if-match': put.headers.etag as string });
+  const replaced = await call('PUT', `${book}cached.vcf`, card('cached', 'Cached Two'), {
+    ...VCARD,
+    'if-match': put.headers.etag as string,
+  });
   t.equal(replaced.statusCode, 204);
   const read = await rest('GET', url);
   t.equal(read.headers['x-cache'], 'MISS');

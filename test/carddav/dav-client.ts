@@ -13,7 +13,12 @@ export interface DavUser extends TestUser {
 export async function davUser(app: FastifyInstance): Promise<DavUser> {
   const user = await createUser(app);
   const { username } = await app.db.selectFrom('users').select('username').where('id', '=', user.id).executeTakeFirstOrThrow();
-  const res = await app.inject({ method: 'POST', url: '/api/users/me/app-passwords', headers: { authorization: `Bearer ${user.token}` }, payload: { name: 'test device' } });
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/users/me/app-passwords',
+    headers: { authorization: `Bearer ${user.token}` },
+    payload: { name: 'test device' },
+  });
   if (res.statusCode !== 201) throw new Error(`app password: ${res.statusCode} ${res.body}`);
   const appPassword = res.json<{ password: string }>().password;
   return { ...user, username, appPassword, basic: basicAuth(username, appPassword) };
@@ -33,7 +38,11 @@ export function davAs(app: FastifyInstance, user: Pick<DavUser, 'basic'>): DavCa
     app.inject({
       method: method as 'GET',
       url,
-      headers: { authorization: user.basic, ...(body !== undefined && body.startsWith('<') ? { 'content-type': 'application/xml' } : {}), ...headers },
+      headers: {
+        authorization: user.basic,
+        ...(body !== undefined && body.startsWith('<') ? { 'content-type': 'application/xml' } : {}),
+        ...headers,
+      },
       ...(body === undefined ? {} : { payload: body }),
     });
 }

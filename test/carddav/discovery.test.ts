@@ -14,7 +14,8 @@ const call = davAs(app, user);
 const book = `/dav/addressbooks/${user.id}/contacts/`;
 const XML = 'application/xml; charset=utf-8';
 
-const propfind = (props: string, ns = '') => `<?xml version="1.0" encoding="utf-8"?><d:propfind xmlns:d="DAV:"${ns}><d:prop>${props}</d:prop></d:propfind>`;
+const propfind = (props: string, ns = '') =>
+  `<?xml version="1.0" encoding="utf-8"?><d:propfind xmlns:d="DAV:"${ns}><d:prop>${props}</d:prop></d:propfind>`;
 
 const put = await call('PUT', `${book}one.vcf`, card('one', 'One Card'), { 'content-type': 'text/vcard' });
 if (put.statusCode !== 201) throw new Error(`PUT: ${put.statusCode} ${put.body}`);
@@ -27,7 +28,12 @@ t.test('/.well-known/carddav redirects to /dav/ for GET, HEAD and PROPFIND, with
       t.equal(res.headers.location, '/dav/');
     }
   }
-  const xml = await app.inject({ method: 'PROPFIND' as 'GET', url: '/.well-known/carddav', headers: { 'content-type': 'application/xml' }, payload: propfind('<d:current-user-principal/>') });
+  const xml = await app.inject({
+    method: 'PROPFIND' as 'GET',
+    url: '/.well-known/carddav',
+    headers: { 'content-type': 'application/xml' },
+    payload: propfind('<d:current-user-principal/>'),
+  });
   t.equal(xml.statusCode, 301, 'a PROPFIND body is taken');
 });
 
@@ -54,7 +60,10 @@ t.test('PROPFIND /dav/ names the current user principal', async (t) => {
   const res = await call('PROPFIND', '/dav/', propfind('<d:current-user-principal/>'), { depth: '0' });
   t.equal(res.statusCode, 207);
   t.equal(res.headers['content-type'], XML);
-  t.match(res.body, `<D:response><D:href>/dav/</D:href><D:propstat><D:prop><D:current-user-principal><D:href>/dav/principals/${user.id}/</D:href></D:current-user-principal></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>`);
+  t.match(
+    res.body,
+    `<D:response><D:href>/dav/</D:href><D:propstat><D:prop><D:current-user-principal><D:href>/dav/principals/${user.id}/</D:href></D:current-user-principal></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>`,
+  );
 });
 
 t.test('the principal: a principal collection named by the username, with its URL and the address-book home', async (t) => {
@@ -77,12 +86,20 @@ t.test('the home holds exactly the one book (Depth 1), which has every property 
   const home = await call('PROPFIND', `/dav/addressbooks/${user.id}/`, propfind('<d:resourcetype/>'), { depth: '1' });
   t.equal(home.statusCode, 207);
   t.strictSame(responseHrefs(home.body), [`/dav/addressbooks/${user.id}/`, book]);
-  t.match(home.body, `<D:href>${book}</D:href><D:propstat><D:prop><D:resourcetype><D:collection/><C:addressbook/></D:resourcetype></D:prop>`);
+  t.match(
+    home.body,
+    `<D:href>${book}</D:href><D:propstat><D:prop><D:resourcetype><D:collection/><C:addressbook/></D:resourcetype></D:prop>`,
+  );
 
   const props =
     '<d:resourcetype/><d:displayname/><cs:getctag/><d:sync-token/><c:supported-address-data/><c:max-resource-size/><c:supported-collation-set/>' +
     '<d:supported-report-set/><d:current-user-privilege-set/><d:owner/>';
-  const res = await call('PROPFIND', book, propfind(props, ' xmlns:c="urn:ietf:params:xml:ns:carddav" xmlns:cs="http://calendarserver.org/ns/"'), { depth: '0' });
+  const res = await call(
+    'PROPFIND',
+    book,
+    propfind(props, ' xmlns:c="urn:ietf:params:xml:ns:carddav" xmlns:cs="http://calendarserver.org/ns/"'),
+    { depth: '0' },
+  );
   t.equal(res.statusCode, 207);
   const token = /<D:sync-token>([^<]+)<\/D:sync-token>/.exec(res.body)?.[1];
   t.match(token, /^urn:contacts-service:sync:/, 'the sync token is an absolute URI');
@@ -118,7 +135,12 @@ t.test('propname lists the names without values', async (t) => {
 });
 
 t.test('Depth 1 on the book lists the book and every card with its tag, type, length and date; a missing property is 404', async (t) => {
-  const res = await call('PROPFIND', book, propfind('<d:getetag/><d:getcontenttype/><d:getcontentlength/><d:getlastmodified/><d:resourcetype/><d:nonsense/>'), { depth: '1' });
+  const res = await call(
+    'PROPFIND',
+    book,
+    propfind('<d:getetag/><d:getcontenttype/><d:getcontentlength/><d:getlastmodified/><d:resourcetype/><d:nonsense/>'),
+    { depth: '1' },
+  );
   t.equal(res.statusCode, 207);
   t.strictSame(responseHrefs(res.body), [book, `${book}one.vcf`]);
   const octets = Buffer.byteLength(card('one', 'One Card'));
@@ -160,7 +182,9 @@ t.test("another user's paths, and unknown ones, are 404 for every method, like m
     `/dav/addressbooks/${other.id}/contacts/one.vcf/extra`,
     '/dav/something',
   ];
-  await davAs(app, other)('PUT', `/dav/addressbooks/${other.id}/contacts/one.vcf`, card('theirs', 'Their Card'), { 'content-type': 'text/vcard' });
+  await davAs(app, other)('PUT', `/dav/addressbooks/${other.id}/contacts/one.vcf`, card('theirs', 'Their Card'), {
+    'content-type': 'text/vcard',
+  });
   for (const url of theirs) {
     for (const method of ['PROPFIND', 'GET', 'DELETE', 'REPORT', 'PROPPATCH', 'MKCOL']) {
       const res = await call(method, url, undefined, { depth: '0' });
@@ -174,7 +198,8 @@ t.test("another user's paths, and unknown ones, are 404 for every method, like m
 });
 
 t.test('PROPPATCH on the principal, home or book: each property 403 cannot-modify-protected-property, nothing changed', async (t) => {
-  const update = '<d:propertyupdate xmlns:d="DAV:"><d:set><d:prop><d:displayname>Renamed</d:displayname></d:prop></d:set><d:remove><d:prop><d:owner/></d:prop></d:remove></d:propertyupdate>';
+  const update =
+    '<d:propertyupdate xmlns:d="DAV:"><d:set><d:prop><d:displayname>Renamed</d:displayname></d:prop></d:set><d:remove><d:prop><d:owner/></d:prop></d:remove></d:propertyupdate>';
   for (const url of [`/dav/principals/${user.id}/`, `/dav/addressbooks/${user.id}/`, book]) {
     const res = await call('PROPPATCH', url, update);
     t.equal(res.statusCode, 207, url);
@@ -213,7 +238,12 @@ t.test('a method the resource does not list is 405 with Allow, and changes nothi
     card: 'OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND',
   };
   for (const [method, url, kind] of cases) {
-    const res = await call(method, url, method === 'PUT' ? card('x', 'X') : undefined, method === 'PUT' ? { 'content-type': 'text/vcard' } : {});
+    const res = await call(
+      method,
+      url,
+      method === 'PUT' ? card('x', 'X') : undefined,
+      method === 'PUT' ? { 'content-type': 'text/vcard' } : {},
+    );
     t.equal(res.statusCode, 405, `${method} ${url}`);
     t.equal(res.headers.allow, allow[kind]);
     t.match(res.body, '<X:detail>Method Not Allowed</X:detail>');
@@ -221,26 +251,29 @@ t.test('a method the resource does not list is 405 with Allow, and changes nothi
   t.equal((await call('GET', `${book}one.vcf`)).statusCode, 200, 'the card is still there');
 });
 
-t.test('RFC 9110: 405 names a resource that exists, for every method the server parses; a missing card is 404 for a method it does not list', async (t) => {
-  for (const method of ['TRACE', 'SEARCH', 'PURGE', 'MKCALENDAR', 'LINK', 'COPY', 'PATCH']) {
-    const existing = await call(method, `${book}one.vcf`);
-    t.equal(existing.statusCode, 405, `${method} on a card`);
-    t.equal(existing.headers.allow, 'OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND');
-    t.match(existing.body, '<X:detail>Method Not Allowed</X:detail>');
-    const onBook = await call(method, book);
-    t.equal(onBook.statusCode, 405, `${method} on the book`);
-    t.equal(onBook.headers.allow, 'OPTIONS, PROPFIND, REPORT');
-    const missing = await call(method, `${book}missing.vcf`);
-    t.equal(missing.statusCode, 404, `${method} on a missing card`);
-    t.equal(missing.headers.allow, undefined);
-    t.match(missing.body, '<X:detail>Not Found</X:detail>');
-  }
-  for (const method of ['PROPPATCH', 'REPORT', 'MOVE', 'LOCK']) {
-    t.equal((await call(method, `${book}missing.vcf`, undefined, { depth: '0' })).statusCode, 404, `${method} on a missing card`);
-  }
-  const mkcol = await call('MKCOL', `${book}missing.vcf`);
-  t.equal(mkcol.statusCode, 405, 'MKCOL in the caller\'s own space stays 405: no collection can be made there');
-});
+t.test(
+  'RFC 9110: 405 names a resource that exists, for every method the server parses; a missing card is 404 for a method it does not list',
+  async (t) => {
+    for (const method of ['TRACE', 'SEARCH', 'PURGE', 'MKCALENDAR', 'LINK', 'COPY', 'PATCH']) {
+      const existing = await call(method, `${book}one.vcf`);
+      t.equal(existing.statusCode, 405, `${method} on a card`);
+      t.equal(existing.headers.allow, 'OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND');
+      t.match(existing.body, '<X:detail>Method Not Allowed</X:detail>');
+      const onBook = await call(method, book);
+      t.equal(onBook.statusCode, 405, `${method} on the book`);
+      t.equal(onBook.headers.allow, 'OPTIONS, PROPFIND, REPORT');
+      const missing = await call(method, `${book}missing.vcf`);
+      t.equal(missing.statusCode, 404, `${method} on a missing card`);
+      t.equal(missing.headers.allow, undefined);
+      t.match(missing.body, '<X:detail>Not Found</X:detail>');
+    }
+    for (const method of ['PROPPATCH', 'REPORT', 'MOVE', 'LOCK']) {
+      t.equal((await call(method, `${book}missing.vcf`, undefined, { depth: '0' })).statusCode, 404, `${method} on a missing card`);
+    }
+    const mkcol = await call('MKCOL', `${book}missing.vcf`);
+    t.equal(mkcol.statusCode, 405, "MKCOL in the caller's own space stays 405: no collection can be made there");
+  },
+);
 
 t.test('/.well-known/carddav belongs to the DAV face: OPTIONS lists its methods, any other method is 405 D:error with Allow', async (t) => {
   const options = await app.inject({ method: 'OPTIONS', url: '/.well-known/carddav' });
@@ -265,6 +298,10 @@ t.test('with CORS on, OPTIONS under /dav is still WebDAV discovery; elsewhere a 
   t.equal(dav.headers.dav, '1, 3, addressbook');
   const api = await cors.inject({ method: 'OPTIONS', url: '/api/contacts/' });
   t.equal(api.statusCode, 404);
-  const preflight = await cors.inject({ method: 'OPTIONS', url: '/api/contacts/', headers: { origin: 'https://app.example', 'access-control-request-method': 'GET' } });
+  const preflight = await cors.inject({
+    method: 'OPTIONS',
+    url: '/api/contacts/',
+    headers: { origin: 'https://app.example', 'access-control-request-method': 'GET' },
+  });
   t.equal(preflight.statusCode, 204);
 });

@@ -33,7 +33,9 @@ async function connect(t: Test): Promise<pg.Client> {
 /** Resolves once `n` sessions of the database wait for a lock. */
 async function lockWaiters(monitor: pg.Client, n: number): Promise<void> {
   for (let attempt = 0; attempt < 500; attempt++) {
-    const { rows } = await monitor.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+    const { rows } = await monitor.query<{ n: number }>(
+      `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
+    );
     if (rows[0]!.n >= n) return;
     await sleep(10);
   }
@@ -54,26 +56,54 @@ t.test('a DAV PUT and a REST PATCH with the same If-Match: exactly one wins, eve
     let id: number;
     let url: string;
     if (viaDav) {
-      await first.inject({ method: 'PUT', url: `${book}${name}`, headers: { authorization: user.basic, 'content-type': 'text/vcard' }, payload: card(`race-${round}`, 'Race Start') });
-      const listed = await first.inject({ method: 'GET', url: '/api/contacts/?sort=-id&limit=1', headers: { authorization: `Bearer ${user.token}` } });
+      await first.inject({
+        method: 'PUT',
+        url: `${book}${name}`,
+        headers: { authorization: user.basic, 'content-type': 'text/vcard' },
+        payload: card(`race-${round}`, 'Race Start'),
+      });
+      const listed = await first.inject({
+        method: 'GET',
+        url: '/api/contacts/?sort=-id&limit=1',
+        headers: { authorization: `Bearer ${user.token}` },
+      });
       id = listed.json()[0].id;
       url = `${book}${name}`;
     } else {
-      const created = await first.inject({ method: 'POST', url: '/api/contacts/', headers: { authorization: `Bearer ${user.token}` }, payload: contactBody() });
+      const created = await first.inject({
+        method: 'POST',
+        url: '/api/contacts/',
+        headers: { authorization: `Bearer ${user.token}` },
+        payload: contactBody(),
+      });
       id = created.json().id;
       const found = await first.inject({ method: 'PROPFIND' as 'GET', url: book, headers: { authorization: user.basic, depth: '1' } });
-      url = new RegExp(`<D:href>(${book}[^<]+)</D:href><D:propstat><D:prop><D:getetag>${xmlTag(created.headers.etag)}`).exec(found.body)![1]!;
+      url = new RegExp(`<D:href>(${book}[^<]+)</D:href><D:propstat><D:prop><D:getetag>${xmlTag(created.headers.etag)}`).exec(
+        found.body,
+      )![1]!;
     }
-    const tag = (await first.inject({ method: 'GET', url: `/api/contacts/${id}`, headers: { authorization: `Bearer ${user.token}` } })).headers.etag as string;
+    const tag = (await first.inject({ method: 'GET', url: `/api/contacts/${id}`, headers: { authorization: `Bearer ${user.token}` } }))
+      .headers.etag as string;
     const [davApp, restApp] = round % 4 < 2 ? [first, second] : [second, first];
-    const davText = card(viaDav ? `race-${round}` : (await first.inject({ method: 'GET', url, headers: { authorization: user.basic } })).body.match(/UID:([^\r\n]+)/)![1]!, 'Dav Winner');
+    const davText = card(
+      viaDav
+        ? `race-${round}`
+        : (await first.inject({ method: 'GET', url, headers: { authorization: user.basic } })).body.match(/UID:([^\r\n]+)/)![1]!,
+      'Dav Winner',
+    );
     if (lock) {
       await lock.session.query('begin');
       await lock.session.query('select id from contacts where id = $1 for update', [id]);
     }
     const answers = Promise.all([
       inject(davApp, 'PUT', url, davText, { authorization: user.basic, 'content-type': 'text/vcard', 'if-match': tag }),
-      inject(restApp, 'PATCH', `/api/contacts/${id}`, { first_name: 'RestWinner' }, { authorization: `Bearer ${user.token}`, 'if-match': tag }),
+      inject(
+        restApp,
+        'PATCH',
+        `/api/contacts/${id}`,
+        { first_name: 'RestWinner' },
+        { authorization: `Bearer ${user.token}`, 'if-match': tag },
+      ),
     ]);
     if (lock) {
       await lockWaiters(lock.monitor, 2);

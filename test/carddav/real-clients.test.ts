@@ -27,9 +27,18 @@ await app.listen({ host: '127.0.0.1', port: 0 });
 const { port } = app.server.address() as { port: number };
 const dir = await mkdtemp(path.join(tmpdir(), 'contacts-vdirsyncer-'));
 t.teardown(() => rm(dir, { recursive: true, force: true }));
-const setup = await vdirsyncerSetup(dir, { url: `http://127.0.0.1:${port}/`, username: user.username, password: user.appPassword }, 'b wins');
+const setup = await vdirsyncerSetup(
+  dir,
+  { url: `http://127.0.0.1:${port}/`, username: user.username, password: user.appPassword },
+  'b wins',
+);
 const rest = (method: string, url: string, payload?: unknown, headers: Record<string, string> = {}) =>
-  app.inject({ method: method as 'GET', url, headers: { authorization: `Bearer ${user.token}`, ...headers }, ...(payload === undefined ? {} : { payload: payload as string }) });
+  app.inject({
+    method: method as 'GET',
+    url,
+    headers: { authorization: `Bearer ${user.token}`, ...headers },
+    ...(payload === undefined ? {} : { payload: payload as string }),
+  });
 const dav = davAs(app, user);
 const book = `/dav/addressbooks/${user.id}/contacts/`;
 
@@ -45,7 +54,10 @@ async function sync(t: Test, label: string): Promise<Record<string, number>> {
 
 t.test('discovery from the server root finds the one book', async (t) => {
   const csv = ['first_name,last_name,email,phone,birthday'];
-  for (let i = 0; i < SIDE; i++) csv.push(`Server,Person${i},server${i}@example.com,+1415555${String(i).padStart(4, '0')},1980-01-${String((i % 28) + 1).padStart(2, '0')}`);
+  for (let i = 0; i < SIDE; i++)
+    csv.push(
+      `Server,Person${i},server${i}@example.com,+1415555${String(i).padStart(4, '0')},1980-01-${String((i % 28) + 1).padStart(2, '0')}`,
+    );
   const imported = await rest('POST', '/api/contacts/import', `${csv.join('\n')}\n`, { 'content-type': 'text/csv' });
   t.strictSame(imported.json(), { created: SIDE, errors: [] });
   const discovered = await vdirsyncer(setup, ['discover']);
@@ -55,7 +67,13 @@ t.test('discovery from the server root finds the one book', async (t) => {
 
 t.test(`a first two-way sync of ${SIDE} cards a side leaves ${2 * SIDE} on both`, async (t) => {
   for (let i = 0; i < SIDE; i++) {
-    const lines = [`N:Person${i};Local;;;`, `EMAIL;TYPE=home:local${i}@example.org`, `TEL;TYPE=cell:+44 20 7946 ${String(i).padStart(4, '0')}`, 'ORG:Local Org', `NOTE:local card ${i}`];
+    const lines = [
+      `N:Person${i};Local;;;`,
+      `EMAIL;TYPE=home:local${i}@example.org`,
+      `TEL;TYPE=cell:+44 20 7946 ${String(i).padStart(4, '0')}`,
+      'ORG:Local Org',
+      `NOTE:local card ${i}`,
+    ];
     await writeFile(path.join(setup.localDir, `local-${i}.vcf`), card(`local-${i}`, `Local Person${i}`, lines));
   }
   const counts = await sync(t, 'first sync');
@@ -74,12 +92,18 @@ t.test('edits on both sides, a deletion on each side and a conflict resolved by 
   const serverFiles = [...files.entries()].filter(([, text]) => text.includes('@example.com'));
   // Local edits and a local deletion.
   for (let i = 0; i < 5; i++) {
-    await writeFile(path.join(setup.localDir, `local-${i}.vcf`), files.get(`local-${i}.vcf`)!.replace(`NOTE:local card ${i}`, `NOTE:edited locally ${i}`));
+    await writeFile(
+      path.join(setup.localDir, `local-${i}.vcf`),
+      files.get(`local-${i}.vcf`)!.replace(`NOTE:local card ${i}`, `NOTE:edited locally ${i}`),
+    );
   }
   await unlink(path.join(setup.localDir, 'local-999.vcf'));
   // Server edits and a server deletion.
-  const serverContacts = (await rest('GET', '/api/contacts/?query=last_name:startswith:Person&limit=1000&sort=id')).json<{ id: number; email: string }[]>();
-  for (const contact of serverContacts.slice(0, 5)) t.equal((await rest('PATCH', `/api/contacts/${contact.id}`, { first_name: 'EditedOnServer' })).statusCode, 200);
+  const serverContacts = (await rest('GET', '/api/contacts/?query=last_name:startswith:Person&limit=1000&sort=id')).json<
+    { id: number; email: string }[]
+  >();
+  for (const contact of serverContacts.slice(0, 5))
+    t.equal((await rest('PATCH', `/api/contacts/${contact.id}`, { first_name: 'EditedOnServer' })).statusCode, 200);
   const deletedOnServer = serverContacts[10]!;
   t.equal((await rest('DELETE', `/api/contacts/${deletedOnServer.id}`)).statusCode, 200);
   // A conflict: the same card edited on both sides.
@@ -95,7 +119,10 @@ t.test('edits on both sides, a deletion on each side and a conflict resolved by 
   t.equal(after.size, 2 * SIDE - 2);
   t.equal(await serverCount(), 2 * SIDE - 2);
   t.equal((await dav('GET', `${book}local-999.vcf`)).statusCode, 404);
-  t.notOk([...after.values()].some((text) => text.includes(`EMAIL:${deletedOnServer.email}`)), 'the server deletion reached the folder');
+  t.notOk(
+    [...after.values()].some((text) => text.includes(`EMAIL:${deletedOnServer.email}`)),
+    'the server deletion reached the folder',
+  );
   t.match((await dav('GET', `${book}local-3.vcf`)).body, 'NOTE:edited locally 3');
   t.equal([...after.values()].filter((text) => text.includes('FN:EditedOnServer')).length, 5, 'the server edits reached the folder');
   const resolved = after.get(conflictFile)!;
@@ -105,7 +132,10 @@ t.test('edits on both sides, a deletion on each side and a conflict resolved by 
 
 t.test('a final sync transfers nothing, and khard lists every card', async (t) => {
   const counts = await sync(t, 'final sync');
-  t.strictSame({ PUT: counts.PUT ?? 0, DELETE: counts.DELETE ?? 0, REPORT: counts.REPORT ?? 0, GET: counts.GET ?? 0 }, { PUT: 0, DELETE: 0, REPORT: 0, GET: 0 });
+  t.strictSame(
+    { PUT: counts.PUT ?? 0, DELETE: counts.DELETE ?? 0, REPORT: counts.REPORT ?? 0, GET: counts.GET ?? 0 },
+    { PUT: 0, DELETE: 0, REPORT: 0, GET: 0 },
+  );
   const listed = await run('khard', ['-c', setup.khardConfigPath, 'list', '--parsable'], { env: { LC_ALL: 'C.UTF-8', LANG: 'C.UTF-8' } });
   t.equal(listed.code, 0, listed.stderr);
   const rows = listed.stdout.split('\n').filter((line) => line.trim() !== '');

@@ -50,7 +50,11 @@ t.test('hrefs are absolute and percent-encoded: a card named with a blank and a 
 });
 
 t.test('text XML cannot hold is written as U+FFFD in address-data; GET serves the card as stored', async (t) => {
-  const res = await call('REPORT', book, `<C:addressbook-multiget ${NS}><D:prop><C:address-data/></D:prop><D:href>${book}rules.vcf</D:href></C:addressbook-multiget>`);
+  const res = await call(
+    'REPORT',
+    book,
+    `<C:addressbook-multiget ${NS}><D:prop><C:address-data/></D:prop><D:href>${book}rules.vcf</D:href></C:addressbook-multiget>`,
+  );
   t.match(res.body, 'NOTE:bell\uFFFDhere\r\n');
   t.match((await call('GET', `${book}rules.vcf`)).body, 'NOTE:bell\u0007here\r\n');
 });
@@ -64,7 +68,11 @@ t.test('addressbook-query at Depth 0 matches nothing (as in SabreDAV); at Depth 
 });
 
 t.test('sync-collection takes sync-level infinite like 1', async (t) => {
-  const res = await call('REPORT', book, '<D:sync-collection xmlns:D="DAV:"><D:sync-token/><D:sync-level>infinite</D:sync-level><D:prop><D:getetag/></D:prop></D:sync-collection>');
+  const res = await call(
+    'REPORT',
+    book,
+    '<D:sync-collection xmlns:D="DAV:"><D:sync-token/><D:sync-level>infinite</D:sync-level><D:prop><D:getetag/></D:prop></D:sync-collection>',
+  );
   t.equal(res.statusCode, 207);
   t.strictSame(responseHrefs(res.body), [`${book}rules.vcf`]);
 });
@@ -76,7 +84,9 @@ t.test('a REST write of the birthday replaces the BDAY it was read from in its o
   ] as const) {
     await call('PUT', `${book}${name}.vcf`, card(name, `Bday ${name}`, [bday, 'NOTE:after']), VCARD);
     const etag = (await call('GET', `${book}${name}.vcf`)).headers.etag;
-    const contact = (await rest('GET', '/api/contacts/?limit=1000')).json<Record<string, any>[]>().find((c) => c.birthday === '1980-02-03' && c.last_name === name);
+    const contact = (await rest('GET', '/api/contacts/?limit=1000'))
+      .json<Record<string, any>[]>()
+      .find((c) => c.birthday === '1980-02-03' && c.last_name === name);
     t.ok(contact, name);
     const patched = await rest('PATCH', `/api/contacts/${contact!.id}`, { birthday: '1981-04-05' });
     t.equal(patched.statusCode, 200);

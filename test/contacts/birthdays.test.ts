@@ -49,8 +49,25 @@ t.test('today 2025-12-30: the window wraps into 2026, ordered by day then last n
   t.same(await upcoming('time_range=60'), ['todayA', 'todayA2', 'todayB', 'today', 'dec31', 'jan1', 'jan5', 'jan6', 'feb29', 'feb28']);
   t.same(await upcoming('time_range=61').then((l) => l.slice(-3)), ['feb29', 'feb28', 'mar1']);
   t.same(await upcoming('time_range=363').then((l) => l.includes('dec29')), false, 'yesterday is 364 days away');
-  t.same(await upcoming('time_range=364'), ['todayA', 'todayA2', 'todayB', 'today', 'dec31', 'jan1', 'jan5', 'jan6', 'feb29', 'feb28', 'mar1', 'dec29']);
-  t.same(await upcoming('time_range=366'), ['todayA', 'todayA2', 'todayB', 'today', 'dec31', 'jan1', 'jan5', 'jan6', 'feb29', 'feb28', 'mar1', 'dec29'], 'each contact once');
+  t.same(await upcoming('time_range=364'), [
+    'todayA',
+    'todayA2',
+    'todayB',
+    'today',
+    'dec31',
+    'jan1',
+    'jan5',
+    'jan6',
+    'feb29',
+    'feb28',
+    'mar1',
+    'dec29',
+  ]);
+  t.same(
+    await upcoming('time_range=366'),
+    ['todayA', 'todayA2', 'todayB', 'today', 'dec31', 'jan1', 'jan5', 'jan6', 'feb29', 'feb28', 'mar1', 'dec29'],
+    'each contact once',
+  );
 });
 
 t.test('a late-UTC clock still means that UTC day', async (t) => {
@@ -88,7 +105,10 @@ t.test('pagination headers and links; other users are never included', async (t)
   const res = await alice('GET', '/api/contacts/get-upcoming-birthday?limit=3&skip=3');
   t.equal(res.statusCode, 200);
   t.ok(['HIT', 'MISS'].includes(res.headers['x-cache'] as string));
-  t.same(res.json().map((c: { id: number }) => c.id), [ids.today, ids.dec31, ids.jan1]);
+  t.same(
+    res.json().map((c: { id: number }) => c.id),
+    [ids.today, ids.dec31, ids.jan1],
+  );
   t.match(res.headers, { 'x-total-count': '8', 'x-per-page': '3', 'x-current-page': '2', 'x-page-count': '3' });
   const base = '/api/contacts/get-upcoming-birthday';
   t.equal(
@@ -96,7 +116,10 @@ t.test('pagination headers and links; other users are never included', async (t)
     `<${base}?skip=0&limit=3>; rel="first", <${base}?skip=0&limit=3>; rel="prev", <${base}?skip=6&limit=3>; rel="next", <${base}?skip=6&limit=3>; rel="last"`,
   );
   const withRange = await alice('GET', `${base}?time_range=1&limit=2`);
-  t.equal(withRange.headers.link, `<${base}?time_range=1&skip=0&limit=2>; rel="first", <${base}?time_range=1&skip=2&limit=2>; rel="next", <${base}?time_range=1&skip=4&limit=2>; rel="last"`);
+  t.equal(
+    withRange.headers.link,
+    `<${base}?time_range=1&skip=0&limit=2>; rel="first", <${base}?time_range=1&skip=2&limit=2>; rel="next", <${base}?time_range=1&skip=4&limit=2>; rel="last"`,
+  );
   const past = await alice('GET', `${base}?skip=50`);
   t.same(past.json(), []);
   t.equal(past.headers['x-total-count'], '8', 'the total survives a page past the end');
@@ -159,10 +182,14 @@ t.test('birthdaySegments: the window in upcoming order, 29 February merged into 
     { from: 228, to: 229, oneDay: true },
     { from: 230, to: 300, oneDay: false },
   ]);
-  t.same(at('2028-02-29', 365), [
-    { from: 229, to: 1231, oneDay: false },
-    { from: 101, to: 228, oneDay: false },
-  ], 'today is the 29th: next year reaches the 28th only');
+  t.same(
+    at('2028-02-29', 365),
+    [
+      { from: 229, to: 1231, oneDay: false },
+      { from: 101, to: 228, oneDay: false },
+    ],
+    'today is the 29th: next year reaches the 28th only',
+  );
   t.same(at('2024-01-01', 366), [{ from: 101, to: 1231, oneDay: false }], 'a whole leap year: one segment');
   t.same(at('2025-01-01', 366), [
     { from: 101, to: 227, oneDay: false },
@@ -180,7 +207,8 @@ t.test('every page is the matching slice of the whole list, across segments and 
     ['1985-12-31', 'Brown', 'Al'],
     ['1975-01-01', 'Clark', 'Cy'],
   ];
-  for (const [birthday, last_name, first_name] of more) await alice('POST', '/api/contacts/', contactBody({ birthday, last_name, first_name }));
+  for (const [birthday, last_name, first_name] of more)
+    await alice('POST', '/api/contacts/', contactBody({ birthday, last_name, first_name }));
   const cases: [string, number][] = [
     ['2025-12-30', 7],
     ['2025-12-30', 70],
@@ -206,7 +234,10 @@ t.test('every page is the matching slice of the whole list, across segments and 
     }
     t.ok(pages > 0, `${day} +${days}: ${pages} pages of ${ids.length} contacts checked`);
   }
-  const leapDay = await listUpcomingBirthdays(app.db, aliceUser.id, birthdayWindow(new Date('2027-02-28T09:00:00Z'), 0), { skip: 0, limit: 10 });
+  const leapDay = await listUpcomingBirthdays(app.db, aliceUser.id, birthdayWindow(new Date('2027-02-28T09:00:00Z'), 0), {
+    skip: 0,
+    limit: 10,
+  });
   t.same(
     leapDay.rows.map((r) => `${r.last_name} ${r.first_name}`),
     ['Abbot Zed', 'Leap Abe', 'Leap Lee', 'Moss Max', 'Zane Al'],

@@ -15,7 +15,13 @@ async function userWith(app: FastifyInstance, count: number, extra: number): Pro
   const user = await createUser(app);
   const rows = Array.from({ length: count }, (_, i) => ({
     owner_id: user.id,
-    ...(contactBody({ email: `c${i}@example.com`, birthday: '1990-06-20' }) as { first_name: string; last_name: string; email: string; phone: string; birthday: string }),
+    ...(contactBody({ email: `c${i}@example.com`, birthday: '1990-06-20' }) as {
+      first_name: string;
+      last_name: string;
+      email: string;
+      phone: string;
+      birthday: string;
+    }),
     additional_data: extra > 0 ? JSON.stringify({ note: 'x'.repeat(extra) }) : null,
   }));
   await app.db.insertInto('contacts').values(rows).execute();
@@ -38,15 +44,18 @@ const zeros = Array.from({ length: 10 }, (_, i) => `${upcoming}?time_range=366&l
 
 t.test('one key for equivalent queries: zeros, parameter order, defaults written out', async (t) => {
   const { user, call } = await userWith(app, 3, 0);
-  const variants = [
-    ...zeros,
-    `${upcoming}?limit=1000&skip=0&time_range=366`,
-    `${upcoming}?skip=0&time_range=0366&limit=01000`,
-  ];
+  const variants = [...zeros, `${upcoming}?limit=1000&skip=0&time_range=366`, `${upcoming}?skip=0&time_range=0366&limit=01000`];
   const answers = [];
   for (const url of variants) answers.push(await call('GET', url));
-  t.same(answers.map((res) => res.statusCode), variants.map(() => 200));
-  t.same(answers.map((res) => res.headers['x-cache']), ['MISS', ...variants.slice(1).map(() => 'HIT')], 'one MISS, then HITs');
+  t.same(
+    answers.map((res) => res.statusCode),
+    variants.map(() => 200),
+  );
+  t.same(
+    answers.map((res) => res.headers['x-cache']),
+    ['MISS', ...variants.slice(1).map(() => 'HIT')],
+    'one MISS, then HITs',
+  );
   t.same(new Set(answers.map((res) => res.body)).size, 1, 'one answer');
   t.equal((await call('GET', `${upcoming}?time_range=7`)).headers['x-cache'], 'MISS', 'the default time_range…');
   t.equal((await call('GET', upcoming)).headers['x-cache'], 'HIT', '…is the same query as none');
@@ -64,9 +73,16 @@ t.test(`an answer over 512 KiB is not cached: the issue's ten requests store not
   const { user, call } = await userWith(app, 40, 16_000);
   const answers = [];
   for (const url of zeros) answers.push(await call('GET', url));
-  t.same(answers.map((res) => res.statusCode), zeros.map(() => 200));
+  t.same(
+    answers.map((res) => res.statusCode),
+    zeros.map(() => 200),
+  );
   t.ok(answers[0]!.rawPayload.length > 524_288, `the page is ${answers[0]!.rawPayload.length} bytes`);
-  t.same(answers.map((res) => res.headers['x-cache']), zeros.map(() => 'MISS'), 'every one answered from the database');
+  t.same(
+    answers.map((res) => res.headers['x-cache']),
+    zeros.map(() => 'MISS'),
+    'every one answered from the database',
+  );
   const stored = await redisAnswers(app, user);
   if (stored) {
     t.same(stored, { keys: 0, bytes: 0 }, 'no answer in Redis');

@@ -45,15 +45,26 @@ t.test('list and upcoming: any write by the owner (create, put, patch, delete) m
   const all = async () => Promise.all(reads.map((url) => alice('GET', url)));
   const writes: [string, () => Promise<unknown>][] = [
     ['create', () => alice('POST', '/api/contacts/', contactBody({ first_name: 'Put', birthday: '1991-12-30' }))],
-    ['put', () => alice('PUT', `/api/contacts/${contact.id}`, contactBody({ first_name: 'Put', email: contact.email, birthday: '1990-12-31' }))],
+    [
+      'put',
+      () => alice('PUT', `/api/contacts/${contact.id}`, contactBody({ first_name: 'Put', email: contact.email, birthday: '1990-12-31' })),
+    ],
     ['patch', () => alice('PATCH', `/api/contacts/${contact.id}`, { last_name: 'Patched' })],
     ['patch, same values', () => alice('PATCH', `/api/contacts/${contact.id}`, { last_name: 'Patched' })],
   ];
   await all();
   for (const [name, write] of writes) {
-    t.same((await all()).map((r) => r.headers['x-cache']), ['HIT', 'HIT', 'HIT', 'HIT'], `cached before ${name}`);
+    t.same(
+      (await all()).map((r) => r.headers['x-cache']),
+      ['HIT', 'HIT', 'HIT', 'HIT'],
+      `cached before ${name}`,
+    );
     await write();
-    t.same((await all()).map((r) => r.headers['x-cache']), ['MISS', 'MISS', 'MISS', 'MISS'], `all miss after ${name}`);
+    t.same(
+      (await all()).map((r) => r.headers['x-cache']),
+      ['MISS', 'MISS', 'MISS', 'MISS'],
+      `all miss after ${name}`,
+    );
   }
   const before = await all();
   t.equal(before[0]!.headers['x-total-count'], '2');
@@ -68,7 +79,11 @@ t.test('list and upcoming: any write by the owner (create, put, patch, delete) m
   t.equal(gone.statusCode, 404, 'a deleted contact is not served from the cache');
 
   const upcoming = await alice('GET', '/api/contacts/get-upcoming-birthday');
-  t.same(upcoming.json().map((c: { first_name: string }) => c.first_name), ['Put', 'Put'], 'upcoming sees the writes');
+  t.same(
+    upcoming.json().map((c: { first_name: string }) => c.first_name),
+    ['Put', 'Put'],
+    'upcoming sees the writes',
+  );
 });
 
 t.test("a user's cache is theirs: other users' writes keep it, and never read it", async (t) => {
@@ -119,7 +134,12 @@ t.test('a cached read sends no statement to the database: neither the read nor t
   const counted = await buildContactsApp(t, { onQuery: (sql) => statements.push(sql) });
   const carol = as(counted, await createUser(counted));
   const created = (await carol('POST', '/api/contacts/', contactBody({ last_name: 'Smith' }))).json();
-  const reads = [`/api/contacts/${created.id}`, '/api/contacts/?limit=20', '/api/contacts/?query=last_name:startswith:Sm&limit=20', '/api/contacts/get-upcoming-birthday'];
+  const reads = [
+    `/api/contacts/${created.id}`,
+    '/api/contacts/?limit=20',
+    '/api/contacts/?query=last_name:startswith:Sm&limit=20',
+    '/api/contacts/get-upcoming-birthday',
+  ];
   for (const url of reads) t.equal((await carol('GET', url)).headers['x-cache'], 'MISS', `${url} fills the cache`);
   statements.length = 0;
   for (let round = 0; round < 3; round++) {

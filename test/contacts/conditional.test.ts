@@ -34,7 +34,9 @@ const lastRead = () => (cacheReads.at(-1) ? 'HIT' : 'MISS');
 
 /** The contact's row exactly as stored, every column (the transaction id of its last write too). */
 async function storedRow(id: number): Promise<Record<string, unknown> | undefined> {
-  const { rows } = await sql<Record<string, unknown>>`select *, change_xid::text as change_xid from contacts where id = ${id}`.execute(app.db);
+  const { rows } = await sql<Record<string, unknown>>`select *, change_xid::text as change_xid from contacts where id = ${id}`.execute(
+    app.db,
+  );
   return rows[0];
 }
 
@@ -244,7 +246,12 @@ t.test('If-Match: * matches any existing contact; the current tag succeeds; no I
   const removed = await alice('DELETE', url, undefined, { 'if-match': '*' });
   t.equal(removed.statusCode, 200, 'DELETE *');
   t.strictSame(removed.json(), unconditional.json());
-  for (const [method, body] of [['PUT', putBody(contact)], ['PATCH', { first_name: 'X' }], ['PATCH', {}], ['DELETE', undefined]] as const) {
+  for (const [method, body] of [
+    ['PUT', putBody(contact)],
+    ['PATCH', { first_name: 'X' }],
+    ['PATCH', {}],
+    ['DELETE', undefined],
+  ] as const) {
     const res = await alice(method, url, body, { 'if-match': '*' });
     t.equal(res.statusCode, 404, `${method} * on a missing contact`);
     t.strictSame(res.json(), NOT_FOUND);
@@ -258,7 +265,12 @@ t.test("another user's contact is 404 whatever If-Match says, and stays as it wa
   const { contact, etag } = await newContact();
   const url = `/api/contacts/${contact.id}`;
   const before = await storedRow(contact.id);
-  for (const [method, body] of [['PUT', putBody(contact)], ['PATCH', { first_name: 'Bob' }], ['PATCH', {}], ['DELETE', undefined]] as const) {
+  for (const [method, body] of [
+    ['PUT', putBody(contact)],
+    ['PATCH', { first_name: 'Bob' }],
+    ['PATCH', {}],
+    ['DELETE', undefined],
+  ] as const) {
     for (const ifMatch of [etag, '*', '"stale"']) {
       const res = await bob(method, url, body, { 'if-match': ifMatch });
       t.equal(res.statusCode, 404, `${method} by bob, If-Match ${ifMatch}`);
@@ -285,17 +297,62 @@ t.test('order of checks: 401, then 400/415/422, then 404, then 412, then 409', a
   t.equal(anonymous.headers['www-authenticate'], 'Bearer');
 
   const cases: [string, () => Promise<LightMyRequestResponse>, number, unknown][] = [
-    ['malformed JSON, stale tag', () => raw('PATCH', url, '{"first_name":', { 'content-type': 'application/json', 'if-match': stale }), 400, { detail: 'Malformed JSON body' }],
-    ['wrong content type, stale tag', () => raw('PATCH', url, 'first_name=x', { 'content-type': 'text/plain', 'if-match': stale }), 415, { detail: 'Unsupported Media Type: text/plain' }],
-    ['schema failure, stale tag', () => alice('PATCH', url, { email: 'not-an-email' }, { 'if-match': stale }), 422, { detail: 'body/email must match format "email"' }],
-    ['PUT missing a field, stale tag', () => alice('PUT', url, { first_name: 'A' }, { 'if-match': stale }), 422, { detail: 'body/last_name is required' }],
-    ['rule failure (phone), stale tag', () => alice('PATCH', url, { phone: '+0123456789' }, { 'if-match': stale }), 422, { detail: 'body/phone must be an international number in E.164 form, like +14155550123' }],
-    ['bad body, missing contact, stale tag', () => alice('PATCH', missing, { email: 'not-an-email' }, { 'if-match': stale }), 422, { detail: 'body/email must match format "email"' }],
+    [
+      'malformed JSON, stale tag',
+      () => raw('PATCH', url, '{"first_name":', { 'content-type': 'application/json', 'if-match': stale }),
+      400,
+      { detail: 'Malformed JSON body' },
+    ],
+    [
+      'wrong content type, stale tag',
+      () => raw('PATCH', url, 'first_name=x', { 'content-type': 'text/plain', 'if-match': stale }),
+      415,
+      { detail: 'Unsupported Media Type: text/plain' },
+    ],
+    [
+      'schema failure, stale tag',
+      () => alice('PATCH', url, { email: 'not-an-email' }, { 'if-match': stale }),
+      422,
+      { detail: 'body/email must match format "email"' },
+    ],
+    [
+      'PUT missing a field, stale tag',
+      () => alice('PUT', url, { first_name: 'A' }, { 'if-match': stale }),
+      422,
+      { detail: 'body/last_name is required' },
+    ],
+    [
+      'rule failure (phone), stale tag',
+      () => alice('PATCH', url, { phone: '+0123456789' }, { 'if-match': stale }),
+      422,
+      { detail: 'body/phone must be an international number in E.164 form, like +14155550123' },
+    ],
+    [
+      'bad body, missing contact, stale tag',
+      () => alice('PATCH', missing, { email: 'not-an-email' }, { 'if-match': stale }),
+      422,
+      { detail: 'body/email must match format "email"' },
+    ],
     ['missing contact, stale tag', () => alice('PATCH', missing, { first_name: 'A' }, { 'if-match': stale }), 404, NOT_FOUND],
     ['duplicate e-mail, stale tag', () => alice('PATCH', url, { email: taken.email }, { 'if-match': stale }), 412, CHANGED],
-    ['duplicate e-mail (other case), stale tag, PUT', () => alice('PUT', url, putBody(contact, { email: taken.email.toUpperCase() }), { 'if-match': stale }), 412, CHANGED],
-    ['duplicate e-mail, current tag', () => alice('PATCH', url, { email: taken.email }, { 'if-match': current }), 409, { detail: 'Contact with this email already exists' }],
-    ['duplicate e-mail, *', () => alice('PUT', url, putBody(contact, { email: taken.email }), { 'if-match': '*' }), 409, { detail: 'Contact with this email already exists' }],
+    [
+      'duplicate e-mail (other case), stale tag, PUT',
+      () => alice('PUT', url, putBody(contact, { email: taken.email.toUpperCase() }), { 'if-match': stale }),
+      412,
+      CHANGED,
+    ],
+    [
+      'duplicate e-mail, current tag',
+      () => alice('PATCH', url, { email: taken.email }, { 'if-match': current }),
+      409,
+      { detail: 'Contact with this email already exists' },
+    ],
+    [
+      'duplicate e-mail, *',
+      () => alice('PUT', url, putBody(contact, { email: taken.email }), { 'if-match': '*' }),
+      409,
+      { detail: 'Contact with this email already exists' },
+    ],
   ];
   for (const [name, send, status, body] of cases) {
     const res = await send();
@@ -326,7 +383,12 @@ t.test('list and upcoming pages: a weak ETag, 304 while page and headers would n
     const hit = await carol('GET', url);
     t.equal(hit.headers['x-cache'], 'HIT');
     t.equal(hit.headers.etag, res.headers.etag, `${url}: HIT and MISS carry one tag (X-Cache does not count)`);
-    notModified(t, await carol('GET', url, undefined, { 'if-none-match': res.headers.etag as string }), res.headers.etag as string, `${url}, cached`);
+    notModified(
+      t,
+      await carol('GET', url, undefined, { 'if-none-match': res.headers.etag as string }),
+      res.headers.etag as string,
+      `${url}, cached`,
+    );
   }
   t.equal(new Set(tags.values()).size, 3, 'each page its own tag');
   t.not((await carol('GET', '/api/contacts/?limit=3')).headers.etag, tags.get(pages[0]!), 'another limit, another tag');
@@ -348,7 +410,12 @@ t.test('list and upcoming pages: a weak ETag, 304 while page and headers would n
         t.not(res.headers.etag, old, `${what}: ${url} has a new tag`);
         t.strictSame(res.json(), (await carol('GET', url)).json(), `${what}: ${url} the current page`);
         tags.set(url, res.headers.etag as string);
-        notModified(t, await carol('GET', url, undefined, { 'if-none-match': res.headers.etag as string }), res.headers.etag as string, `${what}: ${url} new tag`);
+        notModified(
+          t,
+          await carol('GET', url, undefined, { 'if-none-match': res.headers.etag as string }),
+          res.headers.etag as string,
+          `${what}: ${url} new tag`,
+        );
       } else {
         notModified(t, res, old, `${what}: ${url} did not change`);
       }
@@ -357,7 +424,9 @@ t.test('list and upcoming pages: a weak ETag, 304 while page and headers would n
 
   const [c0, , c2, , , c5] = contacts;
   await carol('PATCH', `/api/contacts/${c0!.id}`, { last_name: 'P0' });
-  await t.test('PATCH with unchanged values of a contact on page 1 (and in upcoming)', (t) => afterWrite(t, 'patch', [pages[0]!, pages[2]!]));
+  await t.test('PATCH with unchanged values of a contact on page 1 (and in upcoming)', (t) =>
+    afterWrite(t, 'patch', [pages[0]!, pages[2]!]),
+  );
   await carol('PATCH', `/api/contacts/${c2!.id}`, { additional_data: { x: 1 } });
   await t.test('PATCH of a contact on page 2, far in upcoming', (t) => afterWrite(t, 'patch page 2', [pages[1]!]));
   await carol('PATCH', `/api/contacts/${c5!.id}`, { first_name: 'Elsewhere' });
@@ -401,7 +470,12 @@ t.test('CORS exposes ETag, and a preflight allows If-Match and If-None-Match', a
   const exposed = String(created.headers['access-control-expose-headers']).split(/\s*,\s*/);
   t.ok(exposed.includes('ETag'), `ETag is exposed (${exposed.join(', ')})`);
   const list = await call('GET', '/api/contacts/', undefined, { origin });
-  t.ok(String(list.headers['access-control-expose-headers']).split(/\s*,\s*/).includes('ETag'), 'on a list too');
+  t.ok(
+    String(list.headers['access-control-expose-headers'])
+      .split(/\s*,\s*/)
+      .includes('ETag'),
+    'on a list too',
+  );
   const cached = await call('GET', '/api/contacts/', undefined, { origin, 'if-none-match': list.headers.etag as string });
   t.equal(cached.statusCode, 304);
   t.equal(cached.headers['access-control-allow-origin'], origin, 'a 304 is readable across origins too');
@@ -409,11 +483,16 @@ t.test('CORS exposes ETag, and a preflight allows If-Match and If-None-Match', a
   const preflight = await corsApp.inject({
     method: 'OPTIONS',
     url: `/api/contacts/${created.json().id}`,
-    headers: { origin, 'access-control-request-method': 'PATCH', 'access-control-request-headers': 'authorization,content-type,if-match,if-none-match' },
+    headers: {
+      origin,
+      'access-control-request-method': 'PATCH',
+      'access-control-request-headers': 'authorization,content-type,if-match,if-none-match',
+    },
   });
   t.equal(preflight.statusCode, 204);
-  const allowed = String(preflight.headers['access-control-allow-headers']).toLowerCase().split(/\s*,\s*/);
+  const allowed = String(preflight.headers['access-control-allow-headers'])
+    .toLowerCase()
+    .split(/\s*,\s*/);
   t.ok(allowed.includes('if-match'), `If-Match is allowed (${allowed.join(', ')})`);
   t.ok(allowed.includes('if-none-match'), 'and If-None-Match');
 });
-

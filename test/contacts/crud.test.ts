@@ -44,9 +44,23 @@ t.test('create: 201, Location, normalised phone, ms timestamps, read-only fields
     created_at: T0,
     updated_at: T0,
   });
-  t.strictSame(Object.keys(contact), ['id', 'first_name', 'last_name', 'email', 'phone', 'birthday', 'additional_data', 'created_at', 'updated_at']);
+  t.strictSame(Object.keys(contact), [
+    'id',
+    'first_name',
+    'last_name',
+    'email',
+    'phone',
+    'birthday',
+    'additional_data',
+    'created_at',
+    'updated_at',
+  ]);
 
-  const withData = await alice('POST', '/api/contacts/', contactBody({ additional_data: { company: 'Acme', tags: ['a', 'b'], nested: { n: 1 } } }));
+  const withData = await alice(
+    'POST',
+    '/api/contacts/',
+    contactBody({ additional_data: { company: 'Acme', tags: ['a', 'b'], nested: { n: 1 } } }),
+  );
   t.equal(withData.statusCode, 201);
   t.same(withData.json().additional_data, { company: 'Acme', tags: ['a', 'b'], nested: { n: 1 } });
 
@@ -175,7 +189,9 @@ t.test('duplicate e-mail per owner ignoring case is 409; other owners may reuse 
 t.test('concurrent creates with one e-mail: one 201, the rest 409 from the unique index, never 500', async (t) => {
   const { alice } = await setup(t);
   const results = await Promise.all(
-    Array.from({ length: 6 }, (_, i) => alice('POST', '/api/contacts/', contactBody({ email: i % 2 ? 'race@example.com' : 'RACE@example.com' }))),
+    Array.from({ length: 6 }, (_, i) =>
+      alice('POST', '/api/contacts/', contactBody({ email: i % 2 ? 'race@example.com' : 'RACE@example.com' })),
+    ),
   );
   const statuses = results.map((r) => r.statusCode).sort();
   t.same(statuses, [201, 409, 409, 409, 409, 409]);
@@ -267,7 +283,11 @@ t.test('patch: any subset; an empty or read-only-only body changes nothing; same
 
   setClock(T2);
   const same = await alice('PATCH', `/api/contacts/${created.id}`, { first_name: 'Janet' });
-  t.same(same.json(), { ...created, first_name: 'Janet', phone: '+493012345678', updated_at: T2 }, 'unchanged values still move updated_at');
+  t.same(
+    same.json(),
+    { ...created, first_name: 'Janet', phone: '+493012345678', updated_at: T2 },
+    'unchanged values still move updated_at',
+  );
 
   const cleared = await alice('PATCH', `/api/contacts/${created.id}`, { additional_data: null });
   t.equal(cleared.json().additional_data, null);
@@ -311,7 +331,7 @@ t.test('writes within one millisecond still move updated_at, one millisecond at 
   t.equal(second.created_at, T0);
 });
 
-t.test('delete: 200 with the deleted contact; then 404; never another user\'s', async (t) => {
+t.test("delete: 200 with the deleted contact; then 404; never another user's", async (t) => {
   const { alice, bob } = await setup(t);
   const contact = (await alice('POST', '/api/contacts/', contactBody({ additional_data: { x: 1 } }))).json();
   const foreign = await bob('DELETE', `/api/contacts/${contact.id}`);
@@ -366,10 +386,14 @@ t.test('bodies: wrong content type 415, no body or bad JSON 400', async (t) => {
   t.same(none.json(), { detail: 'Malformed JSON body' });
 });
 
-t.test("deleting a user deletes their contacts (owner foreign key cascades)", async (t) => {
+t.test('deleting a user deletes their contacts (owner foreign key cascades)', async (t) => {
   const { app, alice, aliceUser } = await setup(t);
   await alice('POST', '/api/contacts/', contactBody());
   await app.db.deleteFrom('users').where('id', '=', aliceUser.id).execute();
-  const left = await app.db.selectFrom('contacts').select((eb) => eb.fn.countAll<number>().as('n')).where('owner_id', '=', aliceUser.id).executeTakeFirstOrThrow();
+  const left = await app.db
+    .selectFrom('contacts')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('owner_id', '=', aliceUser.id)
+    .executeTakeFirstOrThrow();
   t.equal(left.n, 0);
 });

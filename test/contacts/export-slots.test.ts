@@ -37,7 +37,10 @@ async function bigBook(app: FastifyInstance, ownerId: number, n: number): Promis
 }
 
 /** An export request on a socket of its own that reads nothing until `resume` is called. */
-function stalledExport(port: number, user: TestUser): { socket: Socket; closed: Promise<void>; received: () => Buffer; resume: () => void } {
+function stalledExport(
+  port: number,
+  user: TestUser,
+): { socket: Socket; closed: Promise<void>; received: () => Buffer; resume: () => void } {
   const socket = connect(port, '127.0.0.1');
   socket.write(`GET /api/contacts/export?format=csv HTTP/1.1\r\nHost: contacts.test\r\nAuthorization: Bearer ${user.token}\r\n\r\n`);
   const chunks: Buffer[] = [];
@@ -73,7 +76,12 @@ t.test('a stalled reader holds its slot until EXPORT_SEND_TIMEOUT_MS cuts it; th
   t.teardown(() => stalled.socket.destroy());
   await until(t, 'the export is spooled', async () => (await openSpools()) === 1);
 
-  refused(t, await as(app, alice)('GET', '/api/contacts/export'), 429, 'Too many exports in progress: at most 1 at once per user; retry when one has finished');
+  refused(
+    t,
+    await as(app, alice)('GET', '/api/contacts/export'),
+    429,
+    'Too many exports in progress: at most 1 at once per user; retry when one has finished',
+  );
   refused(t, await as(app, bob)('GET', '/api/contacts/export'), 503, 'Too many exports in progress on this instance; try again later');
 
   await until(t, 'the stalled export is cut and its spool closed', async () => (await openSpools()) === 0);
@@ -115,13 +123,18 @@ t.test('a reader that keeps taking bytes is not cut, however long the whole down
     slow.socket.pause();
     setTimeout(() => slow.socket.resume(), 700);
   });
-  await until(t, 'the whole file arrives', async () => {
-    const answer = slow.received();
-    const headerEnd = answer.indexOf('\r\n\r\n');
-    if (headerEnd < 0) return false;
-    const length = Number(/\r\ncontent-length: (\d+)/i.exec(answer.subarray(0, headerEnd).toString('latin1'))?.[1]);
-    return answer.length - headerEnd - 4 === length;
-  }, 120);
+  await until(
+    t,
+    'the whole file arrives',
+    async () => {
+      const answer = slow.received();
+      const headerEnd = answer.indexOf('\r\n\r\n');
+      if (headerEnd < 0) return false;
+      const length = Number(/\r\ncontent-length: (\d+)/i.exec(answer.subarray(0, headerEnd).toString('latin1'))?.[1]);
+      return answer.length - headerEnd - 4 === length;
+    },
+    120,
+  );
   t.ok(nextPause > 24_000_000, 'it paused all along');
   await until(t, 'its spool is closed', async () => (await openSpools()) === 0);
 });
@@ -132,9 +145,17 @@ t.test('EXPORT_SPOOL_MAX_BYTES: an export that would pass it is 503, and its spo
   const small = await createUser(app);
   await bigBook(app, big.id, 200);
   await bigBook(app, small.id, 10);
-  refused(t, await as(app, big)('GET', '/api/contacts/export?format=csv'), 503, 'Too much export data in flight on this instance; try again later, or export fewer contacts with `query`');
+  refused(
+    t,
+    await as(app, big)('GET', '/api/contacts/export?format=csv'),
+    503,
+    'Too much export data in flight on this instance; try again later, or export fewer contacts with `query`',
+  );
   t.equal(await openSpools(), 0, 'the spool is closed');
   // Its bytes went back: a smaller export fits, as does a narrower one of the same user.
   t.equal((await as(app, small)('GET', '/api/contacts/export?format=csv')).statusCode, 200);
-  t.equal((await as(app, big)('GET', `/api/contacts/export?format=csv&query=${encodeURIComponent('email:eq:c7@example.com')}`)).statusCode, 200);
+  t.equal(
+    (await as(app, big)('GET', `/api/contacts/export?format=csv&query=${encodeURIComponent('email:eq:c7@example.com')}`)).statusCode,
+    200,
+  );
 });

@@ -81,7 +81,14 @@ for (const [i, d] of data.entries()) {
   rows.push({ ...(inserted as Omit<Row, 'created_at' | 'updated_at'>), created_at: created, updated_at: created + d.updatedAfter });
 }
 // Someone else's matching rows must never appear.
-await app.db.insertInto('contacts').values(rows.slice(0, 5).map((r) => ({ ...r, id: undefined, owner_id: other.id, created_at: new Date(r.created_at), updated_at: new Date(r.updated_at) }))).execute();
+await app.db
+  .insertInto('contacts')
+  .values(
+    rows
+      .slice(0, 5)
+      .map((r) => ({ ...r, id: undefined, owner_id: other.id, created_at: new Date(r.created_at), updated_at: new Date(r.updated_at) })),
+  )
+  .execute();
 
 // ---- the reference, read from openapi.yaml's `query` parameter ----
 
@@ -186,21 +193,38 @@ const pieceOf = (field: TextField) =>
     return value.slice(from, from + length);
   });
 const textValue = (field: TextField) =>
-  fc.oneof(pieceOf(field), field === 'phone' ? phoneDigits : nameArb, pieceOf(field).map((piece) => `%${piece}%`));
-
-const textSpec: fc.Arbitrary<Spec> = fc.constantFrom<TextField>('first_name', 'last_name', 'email', 'phone').chain((field) => {
-  const ops = field === 'phone' ? ['eq', 'like', 'startswith'] : ['eq', 'like', 'ilike', 'startswith', 'endswith', 'contains'];
-  return fc.oneof(
-    fc.record({ kind: fc.constant('text' as const), field: fc.constant(field), op: fc.constantFrom(...ops), value: textValue(field) }),
-    fc.record({ kind: fc.constant('in' as const), field: fc.constant(field), values: fc.array(textValue(field), { maxLength: 3 }) }),
+  fc.oneof(
+    pieceOf(field),
+    field === 'phone' ? phoneDigits : nameArb,
+    pieceOf(field).map((piece) => `%${piece}%`),
   );
-}).filter((s) => s.kind !== 'text' || stripPhone(s.value) !== '');
+
+const textSpec: fc.Arbitrary<Spec> = fc
+  .constantFrom<TextField>('first_name', 'last_name', 'email', 'phone')
+  .chain((field) => {
+    const ops = field === 'phone' ? ['eq', 'like', 'startswith'] : ['eq', 'like', 'ilike', 'startswith', 'endswith', 'contains'];
+    return fc.oneof(
+      fc.record({ kind: fc.constant('text' as const), field: fc.constant(field), op: fc.constantFrom(...ops), value: textValue(field) }),
+      fc.record({ kind: fc.constant('in' as const), field: fc.constant(field), values: fc.array(textValue(field), { maxLength: 3 }) }),
+    );
+  })
+  .filter((s) => s.kind !== 'text' || stripPhone(s.value) !== '');
 
 const dateSpec: fc.Arbitrary<Spec> = fc.constantFrom<DateField>('birthday', 'created_at', 'updated_at').chain((field) => {
   const value = field === 'birthday' ? dateArb : stampArb;
   return fc.oneof(
-    fc.record({ kind: fc.constant('date' as const), field: fc.constant(field), op: fc.constantFrom('eq', 'gt', 'lt'), values: fc.tuple(value).map((v) => [...v]) }),
-    fc.record({ kind: fc.constant('date' as const), field: fc.constant(field), op: fc.constant('between'), values: fc.tuple(value, value).map((v) => [...v]) }),
+    fc.record({
+      kind: fc.constant('date' as const),
+      field: fc.constant(field),
+      op: fc.constantFrom('eq', 'gt', 'lt'),
+      values: fc.tuple(value).map((v) => [...v]),
+    }),
+    fc.record({
+      kind: fc.constant('date' as const),
+      field: fc.constant(field),
+      op: fc.constant('between'),
+      values: fc.tuple(value, value).map((v) => [...v]),
+    }),
   );
 });
 
@@ -249,7 +273,8 @@ t.test('SQL filtering equals the reference evaluation', async (t) => {
 type SortedField = 'first_name' | 'last_name' | 'birthday';
 /** The `sort` parameter's order (openapi.yaml): text by its lower-cased value, then the value, code point by code point; then id. */
 function compareBy(sort: string): (a: Row, b: Row) => number {
-  const keys = sort === '' ? [] : sort.split(',').map((key) => ({ field: key.replace('-', '') as SortedField, sign: key.startsWith('-') ? -1 : 1 }));
+  const keys =
+    sort === '' ? [] : sort.split(',').map((key) => ({ field: key.replace('-', '') as SortedField, sign: key.startsWith('-') ? -1 : 1 }));
   const byCodePoint = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
   return (a, b) => {
     for (const { field, sign } of keys) {
@@ -276,12 +301,20 @@ t.test('any page in any order is that slice of the reference, whether the matche
       const expression = specs.map(write).join(',');
       const matched = rows.filter((row) => specs.every((spec) => matches(row, spec))).sort(compareBy(sort));
       const skip = Math.floor(at * matched.length);
-      const page = await repository.listContacts(app.db, user.id, parseFilter(expression), { skip, limit }, sort === '' ? [] : parseSort(sort));
+      const page = await repository.listContacts(
+        app.db,
+        user.id,
+        parseFilter(expression),
+        { skip, limit },
+        sort === '' ? [] : parseSort(sort),
+      );
       const expected = matched.slice(skip, skip + limit).map((r) => r.id);
       const actual = page.rows.map((r) => r.id);
       if (findsByGrams(parseFilter(expression))) ways[3 * matched.length ** 2 <= (skip + limit) * rows.length ? 'fetched' : 'walked']++;
       if (page.total !== matched.length || JSON.stringify(actual) !== JSON.stringify(expected)) {
-        throw new Error(`${expression} sort=${sort} skip=${skip} limit=${limit}\nexpected ${JSON.stringify(expected)}\nactual   ${JSON.stringify(actual)} (total ${page.total})`);
+        throw new Error(
+          `${expression} sort=${sort} skip=${skip} limit=${limit}\nexpected ${JSON.stringify(expected)}\nactual   ${JSON.stringify(actual)} (total ${page.total})`,
+        );
       }
     }),
     { numRuns: 400, seed: SEED },

@@ -65,7 +65,7 @@ t.test('colons in values: only the first two split a condition', async (t) => {
 });
 
 t.test('dates and datetimes on created_at/updated_at', async (t) => {
-  const range = (expression: string) => (parseFilter(expression)[0] as Extract<Condition, { type: 'range' }>);
+  const range = (expression: string) => parseFilter(expression)[0] as Extract<Condition, { type: 'range' }>;
   t.same(range('updated_at:eq:2025-03-04'), {
     type: 'range',
     field: 'updated_at',
@@ -74,7 +74,11 @@ t.test('dates and datetimes on created_at/updated_at', async (t) => {
   });
   t.same(range('updated_at:gt:2025-03-04').lower, { value: '2025-03-04T23:59:59.999Z', inclusive: false });
   t.same(range('updated_at:lt:2025-03-04').upper, { value: '2025-03-04T00:00:00.000Z', inclusive: false });
-  t.same(range('created_at:eq:2025-03-04T05:06:07.123456Z').lower, { value: '2025-03-04T05:06:07.123Z', inclusive: true }, 'digits past ms are dropped');
+  t.same(
+    range('created_at:eq:2025-03-04T05:06:07.123456Z').lower,
+    { value: '2025-03-04T05:06:07.123Z', inclusive: true },
+    'digits past ms are dropped',
+  );
   t.same(range('created_at:eq:2025-03-04T05:06:07.999999Z').lower?.value, '2025-03-04T05:06:07.999Z', 'not rounded');
   t.same(range('created_at:lt:2025-03-04T00:30-01:30').upper?.value, '2025-03-04T02:00:00.000Z');
   t.same(range('created_at:lt:2025-03-04T00:30:00 0100').upper?.value, '2025-03-03T23:30:00.000Z', 'an unencoded + arrives as a space');
@@ -84,7 +88,10 @@ t.test('dates and datetimes on created_at/updated_at', async (t) => {
   t.equal(timestampSpan('0001-01-01T00:00:00+01:00'), null, 'before year 1 once in UTC');
   t.equal(errorOf('created_at:gt:2025-01-01T10:00:00'), "Invalid filter value '2025-01-01T10:00:00' for field 'created_at'");
   t.equal(errorOf('created_at:between:2025-01-01'), "Invalid filter value '2025-01-01' for field 'created_at'");
-  t.equal(errorOf('birthday:between:2025-01-01,2025-01-02,2025-01-03'), "Invalid filter value '2025-01-01,2025-01-02,2025-01-03' for field 'birthday'");
+  t.equal(
+    errorOf('birthday:between:2025-01-01,2025-01-02,2025-01-03'),
+    "Invalid filter value '2025-01-01,2025-01-02,2025-01-03' for field 'birthday'",
+  );
   t.equal(errorOf('birthday:eq:1990-13-01'), "Invalid filter value '1990-13-01' for field 'birthday'");
   t.equal(errorOf('birthday:eq:1991-02-29'), "Invalid filter value '1991-02-29' for field 'birthday'");
   t.equal(errorOf('birthday:eq:1990-01-01T00:00:00Z'), "Invalid filter value '1990-01-01T00:00:00Z' for field 'birthday'");
@@ -163,16 +170,32 @@ t.test('NUL characters never reach the database', async (t) => {
   t.equal(errorOf('first_name:eq:a\u0000b'), "Invalid filter value 'a\u0000b' for field 'first_name'");
   t.equal(errorOf('email:contains:\u0000'), "Invalid filter value '\u0000' for field 'email'");
   t.equal(errorOf('phone:eq:+1 415\u0000'), "Invalid filter value '+1 415\u0000' for field 'phone'");
-  t.equal(errorOf('first_name:in_:["a\\u0000"]'), `Invalid filter value '["a\\u0000"]' for field 'first_name'`, 'an escaped NUL in the list');
-  t.equal(errorOf('last_name:in_:["ok","b\u0000"]'), `Invalid filter value '["ok","b\u0000"]' for field 'last_name'`, 'a raw NUL in the list');
+  t.equal(
+    errorOf('first_name:in_:["a\\u0000"]'),
+    `Invalid filter value '["a\\u0000"]' for field 'first_name'`,
+    'an escaped NUL in the list',
+  );
+  t.equal(
+    errorOf('last_name:in_:["ok","b\u0000"]'),
+    `Invalid filter value '["ok","b\u0000"]' for field 'last_name'`,
+    'a raw NUL in the list',
+  );
   t.equal(errorOf('birthday:eq:1990-01-01\u0000'), "Invalid filter value '1990-01-01\u0000' for field 'birthday'");
   t.equal(errorOf('smith,a\u0000b'), 'Malformed filter expression: NUL character in condition 2');
 });
 
 t.test('unpaired UTF-16 surrogates never reach the database', async (t) => {
   t.equal(errorOf('first_name:eq:a\ud800b'), "Invalid filter value 'a\ud800b' for field 'first_name'");
-  t.equal(errorOf('first_name:in_:["\\ud800"]'), `Invalid filter value '["\\ud800"]' for field 'first_name'`, 'an escaped surrogate in the list');
-  t.same(parseFilter('first_name:in_:["\\ud83d\\ude00"]'), [{ type: 'in', field: 'first_name', values: ['\u{1F600}'] }], 'an escaped pair is a character like any other');
+  t.equal(
+    errorOf('first_name:in_:["\\ud800"]'),
+    `Invalid filter value '["\\ud800"]' for field 'first_name'`,
+    'an escaped surrogate in the list',
+  );
+  t.same(
+    parseFilter('first_name:in_:["\\ud83d\\ude00"]'),
+    [{ type: 'in', field: 'first_name', values: ['\u{1F600}'] }],
+    'an escaped pair is a character like any other',
+  );
   t.equal(errorOf('\udc00x'), 'Malformed filter expression: unpaired UTF-16 surrogate in condition 1');
 });
 

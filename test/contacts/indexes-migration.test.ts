@@ -80,7 +80,11 @@ t.test('applies to a populated database and leaves valid per-owner indexes', asy
   t.same(Object.keys(latest).sort(), LATEST);
   t.ok(Object.values(latest).every(Boolean), 'every index is valid');
   const { rows } = await sql<{ def: string }>`select pg_get_indexdef('contacts_owner_upcoming_idx'::regclass) as def`.execute(db);
-  t.match(rows[0]!.def, /^CREATE INDEX contacts_owner_upcoming_idx ON (public\.)?contacts USING btree \(owner_id, birthday_key, last_name, first_name, id\)$/, 'rebuilt to 003\'s definition');
+  t.match(
+    rows[0]!.def,
+    /^CREATE INDEX contacts_owner_upcoming_idx ON (public\.)?contacts USING btree \(owner_id, birthday_key, last_name, first_name, id\)$/,
+    "rebuilt to 003's definition",
+  );
 
   // The service's predicate, not listContacts: that reads tables of later migrations (contact_counts).
   const { total } = await db

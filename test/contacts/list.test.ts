@@ -10,13 +10,34 @@ const bob = as(app, await createUser(app));
 
 // Contacts 1..7 of alice, created at known instants.
 const rows: [string, Record<string, unknown>][] = [
-  ['2025-01-01T10:00:00.000Z', { first_name: 'Jane', last_name: 'Doe', email: 'jane.doe@example.com', phone: '+1 (415) 555-0123', birthday: '1990-05-17' }],
-  ['2025-01-01T23:59:59.999Z', { first_name: 'John', last_name: 'Smith', email: 'john.smith@Example.org', phone: '(+44) 20 7946 0958', birthday: '1985-12-31' }],
-  ['2025-01-02T00:00:00.000Z', { first_name: 'Janet', last_name: 'Smithers', email: 'janet_s@test.io', phone: '+14155559999', birthday: '2000-02-29' }],
-  ['2025-01-02T12:30:00.500Z', { first_name: 'Zoë', last_name: 'Ünal', email: 'zoe%unal@example.com', phone: '+49 30 123456', birthday: '1970-01-01' }],
-  ['2025-01-03T08:00:00.000Z', { first_name: 'jane', last_name: "O'Brien", email: 'JANE.OB@EXAMPLE.COM', phone: '+33 1 23 45 67 89', birthday: '1990-05-18' }],
-  ['2025-01-05T00:00:00.000Z', { first_name: 'Ann_e', last_name: '100% Real', email: 'ann@example.com', phone: '+1 202 555 0100', birthday: '1999-09-09' }],
-  ['2025-01-06T00:00:00.000Z', { first_name: 'Annie', last_name: 'Hall', email: 'annie@hall.net', phone: '+1 202 555 0111', birthday: '1980-03-01' }],
+  [
+    '2025-01-01T10:00:00.000Z',
+    { first_name: 'Jane', last_name: 'Doe', email: 'jane.doe@example.com', phone: '+1 (415) 555-0123', birthday: '1990-05-17' },
+  ],
+  [
+    '2025-01-01T23:59:59.999Z',
+    { first_name: 'John', last_name: 'Smith', email: 'john.smith@Example.org', phone: '(+44) 20 7946 0958', birthday: '1985-12-31' },
+  ],
+  [
+    '2025-01-02T00:00:00.000Z',
+    { first_name: 'Janet', last_name: 'Smithers', email: 'janet_s@test.io', phone: '+14155559999', birthday: '2000-02-29' },
+  ],
+  [
+    '2025-01-02T12:30:00.500Z',
+    { first_name: 'Zoë', last_name: 'Ünal', email: 'zoe%unal@example.com', phone: '+49 30 123456', birthday: '1970-01-01' },
+  ],
+  [
+    '2025-01-03T08:00:00.000Z',
+    { first_name: 'jane', last_name: "O'Brien", email: 'JANE.OB@EXAMPLE.COM', phone: '+33 1 23 45 67 89', birthday: '1990-05-18' },
+  ],
+  [
+    '2025-01-05T00:00:00.000Z',
+    { first_name: 'Ann_e', last_name: '100% Real', email: 'ann@example.com', phone: '+1 202 555 0100', birthday: '1999-09-09' },
+  ],
+  [
+    '2025-01-06T00:00:00.000Z',
+    { first_name: 'Annie', last_name: 'Hall', email: 'annie@hall.net', phone: '+1 202 555 0111', birthday: '1980-03-01' },
+  ],
 ];
 const ids: number[] = [];
 for (const [at, body] of rows) {
@@ -149,29 +170,60 @@ t.test("filters only ever see the caller's contacts", async (t) => {
 t.test('list: id order, default page, pagination headers and RFC 8288 links', async (t) => {
   const res = await alice('GET', '/api/contacts/');
   t.equal(res.statusCode, 200);
-  t.same(res.json().map((c: { id: number }) => c.id), ids);
+  t.same(
+    res.json().map((c: { id: number }) => c.id),
+    ids,
+  );
   t.match(res.headers, { 'x-total-count': '7', 'x-per-page': '100', 'x-current-page': '1', 'x-page-count': '1' });
   t.equal(res.headers.link, '</api/contacts/?skip=0&limit=100>; rel="first", </api/contacts/?skip=0&limit=100>; rel="last"');
   t.ok(['HIT', 'MISS'].includes(res.headers['x-cache'] as string));
 
   const pages: [string, number[], Record<string, string>, string][] = [
-    ['skip=0&limit=3', [1, 2, 3], { 'x-current-page': '1', 'x-page-count': '3' },
-      '</api/contacts/?skip=0&limit=3>; rel="first", </api/contacts/?skip=3&limit=3>; rel="next", </api/contacts/?skip=6&limit=3>; rel="last"'],
-    ['skip=3&limit=3', [4, 5, 6], { 'x-current-page': '2', 'x-page-count': '3' },
-      '</api/contacts/?skip=0&limit=3>; rel="first", </api/contacts/?skip=0&limit=3>; rel="prev", </api/contacts/?skip=6&limit=3>; rel="next", </api/contacts/?skip=6&limit=3>; rel="last"'],
-    ['limit=3&skip=6', [7], { 'x-current-page': '3', 'x-page-count': '3' },
-      '</api/contacts/?skip=0&limit=3>; rel="first", </api/contacts/?skip=3&limit=3>; rel="prev", </api/contacts/?skip=6&limit=3>; rel="last"'],
-    ['skip=2&limit=3', [3, 4, 5], { 'x-current-page': '1', 'x-page-count': '3' },
-      '</api/contacts/?skip=0&limit=3>; rel="first", </api/contacts/?skip=0&limit=3>; rel="prev", </api/contacts/?skip=5&limit=3>; rel="next", </api/contacts/?skip=6&limit=3>; rel="last"'],
-    ['skip=100&limit=3', [], { 'x-current-page': '34', 'x-page-count': '3' },
-      '</api/contacts/?skip=0&limit=3>; rel="first", </api/contacts/?skip=6&limit=3>; rel="prev", </api/contacts/?skip=6&limit=3>; rel="last"'],
-    ['skip=0&limit=1000', [1, 2, 3, 4, 5, 6, 7], { 'x-current-page': '1', 'x-page-count': '1' },
-      '</api/contacts/?skip=0&limit=1000>; rel="first", </api/contacts/?skip=0&limit=1000>; rel="last"'],
+    [
+      'skip=0&limit=3',
+      [1, 2, 3],
+      { 'x-current-page': '1', 'x-page-count': '3' },
+      '</api/contacts/?skip=0&limit=3>; rel="first", </api/contacts/?skip=3&limit=3>; rel="next", </api/contacts/?skip=6&limit=3>; rel="last"',
+    ],
+    [
+      'skip=3&limit=3',
+      [4, 5, 6],
+      { 'x-current-page': '2', 'x-page-count': '3' },
+      '</api/contacts/?skip=0&limit=3>; rel="first", </api/contacts/?skip=0&limit=3>; rel="prev", </api/contacts/?skip=6&limit=3>; rel="next", </api/contacts/?skip=6&limit=3>; rel="last"',
+    ],
+    [
+      'limit=3&skip=6',
+      [7],
+      { 'x-current-page': '3', 'x-page-count': '3' },
+      '</api/contacts/?skip=0&limit=3>; rel="first", </api/contacts/?skip=3&limit=3>; rel="prev", </api/contacts/?skip=6&limit=3>; rel="last"',
+    ],
+    [
+      'skip=2&limit=3',
+      [3, 4, 5],
+      { 'x-current-page': '1', 'x-page-count': '3' },
+      '</api/contacts/?skip=0&limit=3>; rel="first", </api/contacts/?skip=0&limit=3>; rel="prev", </api/contacts/?skip=5&limit=3>; rel="next", </api/contacts/?skip=6&limit=3>; rel="last"',
+    ],
+    [
+      'skip=100&limit=3',
+      [],
+      { 'x-current-page': '34', 'x-page-count': '3' },
+      '</api/contacts/?skip=0&limit=3>; rel="first", </api/contacts/?skip=6&limit=3>; rel="prev", </api/contacts/?skip=6&limit=3>; rel="last"',
+    ],
+    [
+      'skip=0&limit=1000',
+      [1, 2, 3, 4, 5, 6, 7],
+      { 'x-current-page': '1', 'x-page-count': '1' },
+      '</api/contacts/?skip=0&limit=1000>; rel="first", </api/contacts/?skip=0&limit=1000>; rel="last"',
+    ],
   ];
   for (const [qs, expected, headers, link] of pages) {
     const page = await alice('GET', `/api/contacts/?${qs}`);
     t.equal(page.statusCode, 200, qs);
-    t.same(page.json().map((c: { id: number }) => c.id), id(...expected), qs);
+    t.same(
+      page.json().map((c: { id: number }) => c.id),
+      id(...expected),
+      qs,
+    );
     t.match(page.headers, { 'x-total-count': '7', 'x-per-page': qs.includes('1000') ? '1000' : '3', ...headers }, qs);
     t.equal(page.headers.link, link, qs);
   }
@@ -180,7 +232,10 @@ t.test('list: id order, default page, pagination headers and RFC 8288 links', as
 t.test('filters and pagination combine; links carry the other query parameters', async (t) => {
   const res = await alice('GET', '/api/contacts/?query=first_name%3Astartswith%3AJ&limit=1&skip=1');
   t.equal(res.statusCode, 200);
-  t.same(res.json().map((c: { id: number }) => c.id), id(2));
+  t.same(
+    res.json().map((c: { id: number }) => c.id),
+    id(2),
+  );
   t.match(res.headers, { 'x-total-count': '3', 'x-per-page': '1', 'x-current-page': '2', 'x-page-count': '3' });
   const q = 'query=first_name%3Astartswith%3AJ';
   t.equal(
@@ -195,7 +250,11 @@ t.test('filters and pagination combine; links carry the other query parameters',
     ['limit=1000', [1, 3, 5, 6, 7], '1'],
   ] as const) {
     const short = await alice('GET', `/api/contacts/?query=an&${qs}`);
-    t.same(short.json().map((c: { id: number }) => c.id), id(...expected), qs);
+    t.same(
+      short.json().map((c: { id: number }) => c.id),
+      id(...expected),
+      qs,
+    );
     t.match(short.headers, { 'x-total-count': '5', 'x-current-page': page }, qs);
   }
   const none = await alice('GET', '/api/contacts/?query=nobody-at-all&limit=5');
@@ -298,12 +357,21 @@ t.test('SQL-injection strings in every operator give 200 or 400, never 500, and 
     t.ok([200, 400].includes(res.statusCode), `bare ${payload}`);
   }
   t.same([...statuses].sort(), [200, 400]);
-  const counts = await app.db.selectFrom('contacts').select(['owner_id', (eb) => eb.fn.countAll<number>().as('n')]).groupBy('owner_id').orderBy('owner_id').execute();
-  t.same(counts.map((c) => c.n), [7, 1], 'no data lost');
+  const counts = await app.db
+    .selectFrom('contacts')
+    .select(['owner_id', (eb) => eb.fn.countAll<number>().as('n')])
+    .groupBy('owner_id')
+    .orderBy('owner_id')
+    .execute();
+  t.same(
+    counts.map((c) => c.n),
+    [7, 1],
+    'no data lost',
+  );
   t.equal((await alice('GET', '/api/contacts/')).json().length, 7);
 });
 
-t.test('a bare term never matches across two fields, even one holding the search key\'s separator (U+001F)', async (t) => {
+t.test("a bare term never matches across two fields, even one holding the search key's separator (U+001F)", async (t) => {
   const carol = as(app, await createUser(app));
   const [plain, joined] = await createContacts(carol, [
     contactBody({ first_name: 'Ann', last_name: 'Lee' }),

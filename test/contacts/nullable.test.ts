@@ -12,7 +12,9 @@ const app = await buildContactsApp(t, { now: () => NOW });
 const user = await createUser(app);
 const call = as(app, user);
 
-const [full] = await createContacts(call, [contactBody({ first_name: 'Full', last_name: 'Person', email: 'full@example.com', birthday: '1990-06-12' })]);
+const [full] = await createContacts(call, [
+  contactBody({ first_name: 'Full', last_name: 'Person', email: 'full@example.com', birthday: '1990-06-12' }),
+]);
 // What a card with a name and nothing else becomes: stored straight, as the CardDAV face stores it.
 const bare = await app.db
   .insertInto('contacts')
@@ -68,10 +70,7 @@ t.test('null birthdays are left out of upcoming birthdays', async (t) => {
 t.test('exports leave null fields out: no vCard line, an empty CSV cell', async (t) => {
   const vcard = await call('GET', '/api/contacts/export?format=vcard&query=bare');
   t.equal(vcard.statusCode, 200);
-  t.equal(
-    vcard.body.replace(/REV:\d{8}T\d{6}Z/, 'REV:x'),
-    'BEGIN:VCARD\r\nVERSION:4.0\r\nFN:Bare\r\nN:Bare;;;;\r\nREV:x\r\nEND:VCARD\r\n',
-  );
+  t.equal(vcard.body.replace(/REV:\d{8}T\d{6}Z/, 'REV:x'), 'BEGIN:VCARD\r\nVERSION:4.0\r\nFN:Bare\r\nN:Bare;;;;\r\nREV:x\r\nEND:VCARD\r\n');
   const csv = await call('GET', '/api/contacts/export?format=csv&query=bare');
   t.equal(csv.body, 'first_name,last_name,email,phone,birthday,additional_data\r\n,Bare,,,,\r\n');
 });
@@ -119,9 +118,20 @@ t.test('a REST write of a contact with a stored card rewrites only its mapped pr
     })
     .returning(['id'])
     .executeTakeFirstOrThrow();
-  const patched = await call('PATCH', `/api/contacts/${row.id}`, { last_name: 'New', email: 'new@example.com', phone: '+44 20 7946 0000', additional_data: { a: 1 } });
+  const patched = await call('PATCH', `/api/contacts/${row.id}`, {
+    last_name: 'New',
+    email: 'new@example.com',
+    phone: '+44 20 7946 0000',
+    additional_data: { a: 1 },
+  });
   t.equal(patched.statusCode, 200);
-  t.match(patched.json(), { first_name: 'Given', last_name: 'New', email: 'new@example.com', phone: '+442079460000', birthday: '1980-01-02' });
+  t.match(patched.json(), {
+    first_name: 'Given',
+    last_name: 'New',
+    email: 'new@example.com',
+    phone: '+442079460000',
+    birthday: '1980-01-02',
+  });
   const stored = await app.db.selectFrom('contacts').select('card').where('id', '=', row.id).executeTakeFirstOrThrow();
   t.equal(
     stored.card,

@@ -8,7 +8,15 @@ const MAX = 5;
 t.test('CONTACTS_MAX_PER_USER on every face that creates', async (t) => {
   const app = await buildContactsApp(t, { env: { CONTACTS_MAX_PER_USER: String(MAX) } });
   const countOf = async (ownerId: number) =>
-    Number((await app.db.selectFrom('contacts').where('owner_id', '=', ownerId).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+    Number(
+      (
+        await app.db
+          .selectFrom('contacts')
+          .where('owner_id', '=', ownerId)
+          .select((eb) => eb.fn.countAll().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
   const full = JSON.stringify({ detail: `Contact limit reached: a user may have at most ${MAX} contacts` });
 
   await t.test('POST /api/contacts/: 409 at the quota, nothing written; room again after a delete', async (t) => {
@@ -41,7 +49,11 @@ t.test('CONTACTS_MAX_PER_USER on every face that creates', async (t) => {
     t.same(statuses, [...Array(MAX).fill(201), ...Array(20 - MAX).fill(409)]);
     for (const res of answers.filter((answer) => answer.statusCode === 409)) t.equal(res.body, full);
     t.equal(await countOf(user.id), MAX);
-    const counted = await app.db.selectFrom('contact_counts').where('owner_id', '=', user.id).select((eb) => eb.fn.sum<number>('contacts').as('n')).executeTakeFirstOrThrow();
+    const counted = await app.db
+      .selectFrom('contact_counts')
+      .where('owner_id', '=', user.id)
+      .select((eb) => eb.fn.sum<number>('contacts').as('n'))
+      .executeTakeFirstOrThrow();
     t.equal(Number(counted.n), MAX, 'the kept count agrees');
   });
 
@@ -51,18 +63,30 @@ t.test('CONTACTS_MAX_PER_USER on every face that creates', async (t) => {
     const existing = [];
     for (let i = 0; i < 3; i++) existing.push((await call('POST', '/api/contacts/', contactBody())).json<{ email: string }>().email);
     const csv = (emails: string[]) =>
-      ['first_name,last_name,email,phone,birthday', ...emails.map((email) => `Ann,Lee,${email},+14155550123,1990-01-02`)].join('\r\n') + '\r\n';
+      ['first_name,last_name,email,phone,birthday', ...emails.map((email) => `Ann,Lee,${email},+14155550123,1990-01-02`)].join('\r\n') +
+      '\r\n';
     const importing = (emails: string[]) => call('POST', '/api/contacts/import', csv(emails), { 'content-type': 'text/csv' });
 
     const tooMany = await importing(['a1@example.com', 'a2@example.com', 'a3@example.com']);
     t.equal(tooMany.statusCode, 409);
-    t.equal(tooMany.body, JSON.stringify({ detail: `The import would take the contacts past the limit of ${MAX} per user (3 now, 3 new in the file); nothing was imported` }));
+    t.equal(
+      tooMany.body,
+      JSON.stringify({
+        detail: `The import would take the contacts past the limit of ${MAX} per user (3 now, 3 new in the file); nothing was imported`,
+      }),
+    );
     t.equal(await countOf(user.id), 3, 'nothing was written');
 
     // Entries whose e-mail the user already has create nothing, so they do not count.
     const fits = await importing(['a1@example.com', existing[0]!, 'a2@example.com', existing[1]!]);
     t.equal(fits.statusCode, 200);
-    t.same(fits.json(), { created: 2, errors: [{ entry: 2, detail: 'Contact with this email already exists' }, { entry: 4, detail: 'Contact with this email already exists' }] });
+    t.same(fits.json(), {
+      created: 2,
+      errors: [
+        { entry: 2, detail: 'Contact with this email already exists' },
+        { entry: 4, detail: 'Contact with this email already exists' },
+      ],
+    });
     t.equal(await countOf(user.id), MAX);
     t.equal((await importing(['a9@example.com'])).statusCode, 409, 'one more is over');
   });
@@ -72,13 +96,22 @@ t.test('CONTACTS_MAX_PER_USER on every face that creates', async (t) => {
     const dav = davAs(app, user);
     const book = `/dav/addressbooks/${user.id}/contacts/`;
     for (let i = 0; i < MAX; i++) {
-      const res = await dav('PUT', `${book}c${i}.vcf`, card(`uid-${i}`, `Card ${i}`), { 'content-type': 'text/vcard', 'if-none-match': '*' });
+      const res = await dav('PUT', `${book}c${i}.vcf`, card(`uid-${i}`, `Card ${i}`), {
+        'content-type': 'text/vcard',
+        'if-none-match': '*',
+      });
       t.equal(res.statusCode, 201, `card ${i + 1}`);
     }
-    const refused = await dav('PUT', `${book}extra.vcf`, card('uid-extra', 'Extra Card'), { 'content-type': 'text/vcard', 'if-none-match': '*' });
+    const refused = await dav('PUT', `${book}extra.vcf`, card('uid-extra', 'Extra Card'), {
+      'content-type': 'text/vcard',
+      'if-none-match': '*',
+    });
     t.equal(refused.statusCode, 507);
     t.match(refused.headers['content-type'], /^application\/xml/);
-    t.match(refused.body, /<D:error [^>]*><D:quota-not-exceeded\/><X:detail>Contact limit reached: a user may have at most 5 contacts<\/X:detail><\/D:error>$/);
+    t.match(
+      refused.body,
+      /<D:error [^>]*><D:quota-not-exceeded\/><X:detail>Contact limit reached: a user may have at most 5 contacts<\/X:detail><\/D:error>$/,
+    );
     t.equal((await dav('GET', `${book}extra.vcf`)).statusCode, 404, 'nothing was stored');
     t.equal(await countOf(user.id), MAX);
 

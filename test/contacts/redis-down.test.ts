@@ -16,7 +16,12 @@ async function exerciseAll(t: Test, call: Caller) {
   const created = await call('POST', '/api/contacts/', contactBody());
   t.equal(created.statusCode, 201);
   const { id } = created.json();
-  for (const url of [`/api/contacts/${id}`, '/api/contacts/', '/api/contacts/?query=jane', '/api/contacts/get-upcoming-birthday?time_range=366']) {
+  for (const url of [
+    `/api/contacts/${id}`,
+    '/api/contacts/',
+    '/api/contacts/?query=jane',
+    '/api/contacts/get-upcoming-birthday?time_range=366',
+  ]) {
     for (let i = 0; i < 2; i++) {
       const res = await call('GET', url);
       t.equal(res.statusCode, 200, url);

@@ -36,15 +36,22 @@ await db
   .execute();
 
 t.test('the grams are the expression contacts_large_owner_grams_idx holds, for large owners only', async (t) => {
-  const { probe, existing } = await indexExpressions(db, sql`using gin (${searchGrams}) where large_owner`, 'contacts_large_owner_grams_idx');
+  const { probe, existing } = await indexExpressions(
+    db,
+    sql`using gin (${searchGrams}) where large_owner`,
+    'contacts_large_owner_grams_idx',
+  );
   t.equal(probe, existing);
 });
 
 t.test('a contact has each run of 1 to 3 characters of each lower-cased field, once, under its owner', async (t) => {
-  const { rows } = await sql<{ grams: string[] }>`select ${searchGrams} as grams from contacts where owner_id = ${owner!.id} and first_name = 'Ann'`.execute(db);
+  const { rows } = await sql<{
+    grams: string[];
+  }>`select ${searchGrams} as grams from contacts where owner_id = ${owner!.id} and first_name = 'Ann'`.execute(db);
   const grams = rows[0]!.grams;
   const id = owner!.id;
-  for (const gram of [`${id}:1:a`, `${id}:1:an`, `${id}:1:ann`, `${id}:2:jon`, `${id}:4:+`, `${id}:4:550`]) t.ok(grams.includes(gram), gram);
+  for (const gram of [`${id}:1:a`, `${id}:1:an`, `${id}:1:ann`, `${id}:2:jon`, `${id}:4:+`, `${id}:4:550`])
+    t.ok(grams.includes(gram), gram);
   t.equal(new Set(grams).size, grams.length, 'no gram twice');
   t.notOk(grams.includes(`${id}:1:nj`), 'no run across two fields');
   t.notOk(grams.includes(`${id}:1:Ann`), 'lower-cased');
@@ -108,7 +115,12 @@ t.test('a count by the grams is the number of matches, and a page holds them, wa
 });
 
 t.test('the grams serve short runs only, and a count of them names no owner separately', async (t) => {
-  const counted = (filter: string, grams = true) => db.selectFrom('contacts').select('id').where((eb) => countPredicate(eb, owner!.id, parseFilter(filter), grams)).compile().sql;
+  const counted = (filter: string, grams = true) =>
+    db
+      .selectFrom('contacts')
+      .select('id')
+      .where((eb) => countPredicate(eb, owner!.id, parseFilter(filter), grams))
+      .compile().sql;
   const grams = searchGrams.compile(db).sql;
   for (const filter of ['a', 'ann', '4-1', 'email:ilike:%@ex%', 'first_name:ilike:%z%,birthday:gt:1990-01-01']) {
     t.ok(counted(filter).includes(`large_owner and ${grams} &&`), `${filter}: the grams, under the partial index's predicate`);
@@ -119,14 +131,24 @@ t.test('the grams serve short runs only, and a count of them names no owner sepa
     const where = counted(filter).replace('select "id" from "contacts" where ', '');
     t.ok(where.startsWith(`((large_owner and ${grams} && array[`) && where.includes(' like '), `${filter}: the grams, then a row test`);
   }
-  for (const filter of ['anne', '(415', 'last_name:contains:anne', 'email:ilike:%a%e%', 'email:ilike:a%', 'email:ilike:%a\\%%', 'birthday:gt:1990-01-01']) {
+  for (const filter of [
+    'anne',
+    '(415',
+    'last_name:contains:anne',
+    'email:ilike:%a%e%',
+    'email:ilike:a%',
+    'email:ilike:%a\\%%',
+    'birthday:gt:1990-01-01',
+  ]) {
     t.notOk(counted(filter).includes(grams), `${filter}: row tests`);
     t.ok(counted(filter).includes('"owner_id" ='), `${filter}: the owner test`);
   }
 });
 
 t.test('scans of contacts are serial', async (t) => {
-  const { rows } = await sql<{ options: string[] }>`select reloptions as options from pg_class where oid = 'contacts'::regclass`.execute(db);
+  const { rows } = await sql<{ options: string[] }>`select reloptions as options from pg_class where oid = 'contacts'::regclass`.execute(
+    db,
+  );
   t.same(rows[0]!.options, ['parallel_workers=0']);
 });
 
@@ -141,13 +163,18 @@ async function pageWays(filter: string, page: PageRequest): Promise<Record<strin
   await listContacts(recording, owner!.id, parseFilter(filter), page);
   // The statement sent is the last one compiled (its subqueries were compiled on the way).
   const { sql: text, parameters } = statements.at(-1)!;
-  const { rows } = await db.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`explain (analyze, costs off, timing off) ${text}`, [...parameters]));
+  const { rows } = await db.executeQuery<{ 'QUERY PLAN': string }>(
+    CompiledQuery.raw(`explain (analyze, costs off, timing off) ${text}`, [...parameters]),
+  );
   const lines = rows.map((row) => row['QUERY PLAN']);
   const ways: Record<string, boolean> = {};
   for (const [i, line] of lines.entries()) {
     if (!line.includes('One-Time Filter:')) continue;
     const way = line.includes('(NOT ') ? 'walked' : 'fetched';
-    ways[way] = !lines.slice(i + 1).find((next) => next.includes('->'))!.includes('never executed');
+    ways[way] = !lines
+      .slice(i + 1)
+      .find((next) => next.includes('->'))!
+      .includes('never executed');
   }
   return ways;
 }

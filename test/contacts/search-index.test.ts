@@ -21,7 +21,12 @@ t.test('the search key is the expression contacts_owner_search_idx holds', async
 });
 
 t.test('a bare term is searched in the key', async (t) => {
-  const where = (filter: string) => db.selectFrom('contacts').select('id').where((eb) => filterPredicate(eb, parseFilter(filter))).compile().sql;
+  const where = (filter: string) =>
+    db
+      .selectFrom('contacts')
+      .select('id')
+      .where((eb) => filterPredicate(eb, parseFilter(filter)))
+      .compile().sql;
   const key = searchKey.compile(db).sql;
   t.ok(where('ann').includes(`${key} like`), 'a plain term');
   t.ok(where('415 555').includes(`${key} like`), 'a phone number typed with separators');

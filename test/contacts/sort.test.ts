@@ -35,7 +35,11 @@ t.test('errors: unknown field by name, then bad expressions, the key count last'
   t.equal(errorOf('-'), 'Invalid sort expression', 'a lone -');
   t.equal(errorOf('last_name,-last_name'), 'Invalid sort expression', 'a field twice, in either direction');
   t.equal(errorOf('id,first_name,last_name,email'), 'Invalid sort expression', 'more than 3 keys');
-  t.equal(errorOf('id,first_name,last_name,nickname'), "Invalid sort field 'nickname'", 'left to right: the unknown field before the count');
+  t.equal(
+    errorOf('id,first_name,last_name,nickname'),
+    "Invalid sort field 'nickname'",
+    'left to right: the unknown field before the count',
+  );
   t.equal(errorOf('nickname,id,id'), "Invalid sort field 'nickname'", 'the first problem from the left');
   t.equal(errorOf('id,id,nickname'), 'Invalid sort expression', 'the first problem from the left');
   t.equal(errorOf(' id'), "Invalid sort field ' id'", 'no white space is trimmed');

@@ -45,12 +45,23 @@ for (const [at, first_name, last_name, email, birthday] of rows) {
   created.push(res.json());
 }
 // updated_at: some contacts written later, two of them at one instant.
-for (const [index, at] of [[0, '2025-03-01T00:00:00.000Z'], [5, '2025-02-01T00:00:00.000Z'], [9, '2025-02-01T00:00:00.000Z'], [13, '2025-01-20T00:00:00.000Z']] as const) {
+for (const [index, at] of [
+  [0, '2025-03-01T00:00:00.000Z'],
+  [5, '2025-02-01T00:00:00.000Z'],
+  [9, '2025-02-01T00:00:00.000Z'],
+  [13, '2025-01-20T00:00:00.000Z'],
+] as const) {
   clock = new Date(at);
   created[index] = (await alice('PATCH', `/api/contacts/${created[index]!.id}`, { additional_data: { touched: at } })).json();
 }
 // Bob's contact must never appear in alice's lists.
-await bob('POST', '/api/contacts/', { first_name: 'a', last_name: 'Same', email: 'bob-own@example.com', phone: '+14155550999', birthday: '1990-05-17' });
+await bob('POST', '/api/contacts/', {
+  first_name: 'a',
+  last_name: 'Same',
+  email: 'bob-own@example.com',
+  phone: '+14155550999',
+  birthday: '1990-05-17',
+});
 
 const utf8 = (value: string) => Buffer.from(value, 'utf8');
 
@@ -125,7 +136,14 @@ t.test('every key, both directions, matches the rule', async (t) => {
 });
 
 t.test('up to three keys combine, each in its own direction', async (t) => {
-  const combined = ['last_name,first_name', '-birthday,last_name', 'last_name,-created_at,first_name', 'email,-id', '-first_name,-last_name,-email', 'birthday,-updated_at,id'];
+  const combined = [
+    'last_name,first_name',
+    '-birthday,last_name',
+    'last_name,-created_at,first_name',
+    'email,-id',
+    '-first_name,-last_name,-email',
+    'birthday,-updated_at,id',
+  ];
   for (const sort of combined) t.strictSame(await sortedIds(sort), expectedOrder(created, sort), sort);
   // The first key orders 'Alpha' before 'alpha' on its own; only equal values fall to first_name.
   t.strictSame(await sortedIds('last_name,first_name'), ids(13, 11, 12, 4, 5, 3, 10, 1, 2, 14, 8, 7, 6, 9), 'last_name,first_name by hand');
@@ -177,7 +195,11 @@ t.test('with query, skip and limit: the headers count the filtered set and Link 
   t.strictSame(seen, expected, 'following next through every page gives the whole filtered set in order');
 
   const skipped = await alice('GET', `/api/contacts/?sort=${encodeURIComponent(sort)}&query=${encodeURIComponent(query)}&skip=4&limit=5`);
-  t.strictSame(skipped.json().map((c: Contact) => c.id), expected.slice(4, 9), 'skip 4, limit 5');
+  t.strictSame(
+    skipped.json().map((c: Contact) => c.id),
+    expected.slice(4, 9),
+    'skip 4, limit 5',
+  );
   t.equal(skipped.headers['x-current-page'], '1');
   t.equal(
     skipped.headers.link,
@@ -191,7 +213,13 @@ t.test('with query, skip and limit: the headers count the filtered set and Link 
 
   const bare = await alice('GET', `/api/contacts/?query=same&sort=-first_name&limit=2`);
   t.equal(bare.headers['x-total-count'], '5', 'a bare term with sort');
-  t.strictSame(bare.json().map((c: Contact) => c.id), expectedOrder(created.filter((c) => c.last_name.toLowerCase() === 'same'), '-first_name').slice(0, 2));
+  t.strictSame(
+    bare.json().map((c: Contact) => c.id),
+    expectedOrder(
+      created.filter((c) => c.last_name.toLowerCase() === 'same'),
+      '-first_name',
+    ).slice(0, 2),
+  );
 
   const none = await alice('GET', `/api/contacts/?query=last_name:eq:Nobody&sort=-email`);
   t.equal(none.statusCode, 200);

@@ -117,14 +117,21 @@ t.test('a full sync of nothing: one empty page and a token', async (t) => {
   t.match(body.next_token, TOKEN);
   t.equal(body.has_more, false);
   const delta = await page(call, body.next_token);
-  t.strictSame({ ...delta, next_token: 'x' }, { contacts: [], deleted: [], next_token: 'x', has_more: false }, 'and an empty delta after it');
+  t.strictSame(
+    { ...delta, next_token: 'x' },
+    { contacts: [], deleted: [], next_token: 'x', has_more: false },
+    'and an empty delta after it',
+  );
 });
 
 t.test('full sync: pages of every contact in id order, has_more until the last, then deltas', async (t) => {
   const { call } = await newUser();
   const { call: other } = await newUser();
   await createContacts(other, [contactBody(), contactBody()]);
-  const created = await createContacts(call, Array.from({ length: 5 }, () => contactBody()));
+  const created = await createContacts(
+    call,
+    Array.from({ length: 5 }, () => contactBody()),
+  );
 
   const p1 = await page(call, undefined, 2);
   t.strictSame(p1.contacts, created.slice(0, 2), 'page 1: the first two, exactly as the API answers them');
@@ -139,19 +146,37 @@ t.test('full sync: pages of every contact in id order, has_more until the last, 
   const replica = new Replica(call);
   for (const p of [p1, p2, p3]) replica.apply(p);
   const none = await replica.round();
-  t.strictSame(news(replica, { contacts: none.flatMap((p) => p.contacts), deleted: none.flatMap((p) => p.deleted) }), { contacts: [], deleted: [] }, 'then a delta with nothing new');
-  if (exactly) t.strictSame(none.map((p) => ({ ...p, next_token: '' })), [{ contacts: [], deleted: [], next_token: '', has_more: false }], 'nothing at all');
+  t.strictSame(
+    news(replica, { contacts: none.flatMap((p) => p.contacts), deleted: none.flatMap((p) => p.deleted) }),
+    { contacts: [], deleted: [] },
+    'then a delta with nothing new',
+  );
+  if (exactly)
+    t.strictSame(
+      none.map((p) => ({ ...p, next_token: '' })),
+      [{ contacts: [], deleted: [], next_token: '', has_more: false }],
+      'nothing at all',
+    );
 
   const exact = await page(call, undefined, 5);
   t.equal(exact.contacts.length, 5);
   t.equal(exact.has_more, false, 'a page that holds exactly the rest has no more after it');
   const exactPair = [await page(call, undefined, 4)];
   exactPair.push(await page(call, exactPair[0]!.next_token, 4));
-  t.strictSame(exactPair.map((p) => [p.contacts.length, p.has_more]), [[4, true], [1, false]]);
+  t.strictSame(
+    exactPair.map((p) => [p.contacts.length, p.has_more]),
+    [
+      [4, true],
+      [1, false],
+    ],
+  );
 
   // The default limit is 100.
   const { call: many } = await newUser();
-  const hundredAndOne = await createContacts(many, Array.from({ length: 101 }, () => contactBody()));
+  const hundredAndOne = await createContacts(
+    many,
+    Array.from({ length: 101 }, () => contactBody()),
+  );
   const first = await page(many);
   t.equal(first.contacts.length, 100, 'default limit: 100');
   t.equal(first.has_more, true);
@@ -164,7 +189,10 @@ t.test('full sync: pages of every contact in id order, has_more until the last, 
 
 t.test('delta: creates and updates once each in their latest state, deletes by id', async (t) => {
   const { call } = await newUser();
-  const [c1, c2, c3, c4, c5] = await createContacts(call, Array.from({ length: 5 }, () => contactBody()));
+  const [c1, c2, c3, c4, c5] = await createContacts(
+    call,
+    Array.from({ length: 5 }, () => contactBody()),
+  );
   const replica = new Replica(call);
   await replica.round();
   t.strictSame(replica.sorted(), [c1, c2, c3, c4, c5]);
@@ -182,7 +210,11 @@ t.test('delta: creates and updates once each in their latest state, deletes by i
   await call('DELETE', `/api/contacts/${c7!.id}`);
 
   const delta = await page(call, replica.token);
-  t.strictSame(news(replica, delta).contacts, [c1Latest, c3Latest, c4Latest, c6], 'each written contact once, latest state, by id; not the untouched c5');
+  t.strictSame(
+    news(replica, delta).contacts,
+    [c1Latest, c3Latest, c4Latest, c6],
+    'each written contact once, latest state, by id; not the untouched c5',
+  );
   t.strictSame(news(replica, delta).deleted, [c2!.id], 'the deleted id');
   t.ok(delta.deleted.includes(c7!.id), 'and that of a contact created and deleted since');
   if (exactly) {
@@ -203,7 +235,10 @@ t.test('delta: creates and updates once each in their latest state, deletes by i
 
 t.test('delta pages: limit counts contacts and deleted ids together; has_more until the round is read', async (t) => {
   const { call } = await newUser();
-  const created = await createContacts(call, Array.from({ length: 6 }, () => contactBody()));
+  const created = await createContacts(
+    call,
+    Array.from({ length: 6 }, () => contactBody()),
+  );
   const replica = new Replica(call);
   await replica.round();
   for (const contact of created.slice(0, 3)) await call('PATCH', `/api/contacts/${contact.id}`, { last_name: 'Paged' });
@@ -212,11 +247,27 @@ t.test('delta pages: limit counts contacts and deleted ids together; has_more un
   const before = new Replica(call);
   for (const [id, contact] of replica.contacts) before.contacts.set(id, contact);
   const pages = await replica.round(1);
-  t.strictSame(pages.map((p) => p.contacts.length + p.deleted.length).filter((n) => n !== 1), [], 'one change a page');
-  t.strictSame(pages.map((p) => p.has_more), [...pages.slice(1).map(() => true), false], 'has_more on all but the last');
+  t.strictSame(
+    pages.map((p) => p.contacts.length + p.deleted.length).filter((n) => n !== 1),
+    [],
+    'one change a page',
+  );
+  t.strictSame(
+    pages.map((p) => p.has_more),
+    [...pages.slice(1).map(() => true), false],
+    'has_more on all but the last',
+  );
   const told = news(before, { contacts: pages.flatMap((p) => p.contacts), deleted: pages.flatMap((p) => p.deleted) });
-  t.strictSame(told.contacts.map((c) => c.id), created.slice(0, 3).map((c) => c.id), 'the updates, in write order');
-  t.strictSame(told.deleted, created.slice(3, 5).map((c) => c.id), 'the deletions');
+  t.strictSame(
+    told.contacts.map((c) => c.id),
+    created.slice(0, 3).map((c) => c.id),
+    'the updates, in write order',
+  );
+  t.strictSame(
+    told.deleted,
+    created.slice(3, 5).map((c) => c.id),
+    'the deletions',
+  );
   if (exactly) t.equal(pages.length, 5, 'five changes, five pages');
   t.strictSame(replica.sorted(), await serverContacts(call));
 
@@ -239,13 +290,22 @@ t.test("only the user's own changes, and a direct SQL write is seen too", async 
   await bob('PATCH', `/api/contacts/${bobs!.id}`, { first_name: 'Bob' });
   await bob('DELETE', `/api/contacts/${bobs!.id}`);
   const quiet = await page(alice, replica.token);
-  t.strictSame(quiet.contacts.filter((c) => c.id !== mine!.id), [], "another user's writes are not alice's changes");
+  t.strictSame(
+    quiet.contacts.filter((c) => c.id !== mine!.id),
+    [],
+    "another user's writes are not alice's changes",
+  );
   t.strictSame(quiet.deleted, []);
 
   // A tool that writes the table directly (psql, a migration) is seen by the triggers.
-  await sql`update contacts set first_name = 'Direct', updated_at = updated_at + interval '1 second' where id = ${mine!.id}`.execute(app.db);
+  await sql`update contacts set first_name = 'Direct', updated_at = updated_at + interval '1 second' where id = ${mine!.id}`.execute(
+    app.db,
+  );
   const direct = await page(alice, replica.token);
-  t.strictSame(direct.contacts.map((c) => [c.id, c.first_name]), [[mine!.id, 'Direct']]);
+  t.strictSame(
+    direct.contacts.map((c) => [c.id, c.first_name]),
+    [[mine!.id, 'Direct']],
+  );
   await sql`delete from contacts where id = ${mine!.id}`.execute(app.db);
   const deleted = await page(alice, direct.next_token);
   t.strictSame([deleted.contacts, deleted.deleted], [[], [mine!.id]]);
@@ -260,13 +320,32 @@ t.test('limit: 1 to 1000, anything else 422', async (t) => {
     ['1.5', 'querystring/limit must be integer'],
     ['many', 'querystring/limit must be integer'],
   ];
-  for (const [limit, detail] of cases) exactError(t, await call('GET', `/api/contacts/sync?limit=${limit}`), 422, { detail }, `limit=${limit}`);
+  for (const [limit, detail] of cases)
+    exactError(t, await call('GET', `/api/contacts/sync?limit=${limit}`), 422, { detail }, `limit=${limit}`);
   const token = (await page(call)).next_token;
-  exactError(t, await call('GET', `/api/contacts/sync?token=${token}&limit=0`), 422, { detail: 'querystring/limit must be >= 1' }, 'limit=0 with a token');
+  exactError(
+    t,
+    await call('GET', `/api/contacts/sync?token=${token}&limit=0`),
+    422,
+    { detail: 'querystring/limit must be >= 1' },
+    'limit=0 with a token',
+  );
   t.equal((await call('GET', '/api/contacts/sync?limit=1')).statusCode, 200, 'limit=1');
   t.equal((await call('GET', '/api/contacts/sync?limit=1000')).statusCode, 200, 'limit=1000');
-  exactError(t, await call('GET', '/api/contacts/sync?token='), 422, { detail: 'querystring/token must NOT have fewer than 1 characters' }, 'an empty token');
-  exactError(t, await app.inject({ method: 'GET', url: '/api/contacts/sync?limit=0' }), 401, { detail: 'Not authenticated' }, 'no access token, bad limit');
+  exactError(
+    t,
+    await call('GET', '/api/contacts/sync?token='),
+    422,
+    { detail: 'querystring/token must NOT have fewer than 1 characters' },
+    'an empty token',
+  );
+  exactError(
+    t,
+    await app.inject({ method: 'GET', url: '/api/contacts/sync?limit=0' }),
+    401,
+    { detail: 'Not authenticated' },
+    'no access token, bad limit',
+  );
 });
 
 t.test('tokens: malformed, tampered, signed with another key or issued to another user are 400', async (t) => {
@@ -279,10 +358,19 @@ t.test('tokens: malformed, tampered, signed with another key or issued to anothe
 
   const [payload, mac] = delta.split('.') as [string, string];
   const { u: _owner, ...claims } = JSON.parse(Buffer.from(payload, 'base64url').toString());
-  const reencoded = (changes: Record<string, unknown>) => Buffer.from(JSON.stringify({ u: user.id, ...claims, ...changes })).toString('base64url');
+  const reencoded = (changes: Record<string, unknown>) =>
+    Buffer.from(JSON.stringify({ u: user.id, ...claims, ...changes })).toString('base64url');
   const flip = (text: string, at: number) => text.slice(0, at) + (text[at] === 'A' ? 'B' : 'A') + text.slice(at + 1);
   const state = (changes: Record<string, unknown>) =>
-    encodeSyncToken(TEST_JWT_SECRET, user.id, { phase: 'delta', since: '1', sinceAt: clock.getTime(), after: null, next: null, nextAt: null, ...changes });
+    encodeSyncToken(TEST_JWT_SECRET, user.id, {
+      phase: 'delta',
+      since: '1',
+      sinceAt: clock.getTime(),
+      after: null,
+      next: null,
+      nextAt: null,
+      ...changes,
+    });
 
   const bad: [string, string][] = [
     ['garbage', 'garbage'],
@@ -329,11 +417,21 @@ t.test('a token older than SYNC_TOMBSTONE_DAYS is 410; a full sync starts again'
   exactError(t, await call('GET', syncUrl(token, 0)), 422, { detail: 'querystring/limit must be >= 1' }, 'a bad limit is 422 first');
 
   const crafted = encodeSyncToken(TEST_JWT_SECRET, user.id, {
-    phase: 'delta', since: '1', sinceAt: clock.getTime() - 31 * DAY_MS, after: null, next: null, nextAt: null,
+    phase: 'delta',
+    since: '1',
+    sinceAt: clock.getTime() - 31 * DAY_MS,
+    after: null,
+    next: null,
+    nextAt: null,
   });
   exactError(t, await call('GET', syncUrl(crafted)), 410, EXPIRED, 'a crafted token 31 days old');
   const foreignOld = encodeSyncToken(TEST_JWT_SECRET, user.id + 1, {
-    phase: 'delta', since: '1', sinceAt: clock.getTime() - 31 * DAY_MS, after: null, next: null, nextAt: null,
+    phase: 'delta',
+    since: '1',
+    sinceAt: clock.getTime() - 31 * DAY_MS,
+    after: null,
+    next: null,
+    nextAt: null,
   });
   exactError(t, await call('GET', syncUrl(foreignOld)), 400, INVALID, "another user's old token is invalid, not expired");
 
@@ -442,7 +540,10 @@ t.test(
 
 t.test('writes between the pages of a full sync and of a delta are never missed', async (t) => {
   const { call } = await newUser();
-  const created = await createContacts(call, Array.from({ length: 8 }, () => contactBody()));
+  const created = await createContacts(
+    call,
+    Array.from({ length: 8 }, () => contactBody()),
+  );
   const replica = new Replica(call);
 
   // Full sync, two a page; between pages: update one already sent and one not yet, delete one of

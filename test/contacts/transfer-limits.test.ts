@@ -46,9 +46,14 @@ t.test('export CSV: cells a spreadsheet would run as formulas start with a quote
 
 t.test('import limits: a line over 262,144 bytes is an error of its entry; more than 100,000 blank lines are 413', async (t) => {
   const alice = as(app, await createUser(app));
-  const csv = await importing(alice, 'text/csv', `${header}${row(1)}A,B,${'x'.repeat(262_144)}@example.com,+14155550100,1990-01-01\r\n${row(3)}`);
+  const csv = await importing(
+    alice,
+    'text/csv',
+    `${header}${row(1)}A,B,${'x'.repeat(262_144)}@example.com,+14155550100,1990-01-01\r\n${row(3)}`,
+  );
   t.same(csv.json(), { created: 2, errors: [{ entry: 2, detail: 'CSV row is longer than 262144 bytes' }] });
-  const card = (note: string) => crlf('BEGIN:VCARD', 'FN:A B', `EMAIL:b${note.length}@example.com`, 'TEL:+14155550100', 'BDAY:1990-01-01', `NOTE:${note}`, 'END:VCARD');
+  const card = (note: string) =>
+    crlf('BEGIN:VCARD', 'FN:A B', `EMAIL:b${note.length}@example.com`, 'TEL:+14155550100', 'BDAY:1990-01-01', `NOTE:${note}`, 'END:VCARD');
   const vcard = await importing(alice, 'text/vcard', card('short') + card('y'.repeat(262_144)));
   t.same(vcard.json(), { created: 1, errors: [{ entry: 2, detail: 'vCard line 13 is longer than 262144 bytes' }] });
 
@@ -61,15 +66,18 @@ t.test('import limits: a line over 262,144 bytes is an error of its entry; more 
   t.equal((await stored(alice)).length, 3, 'nothing more created');
 });
 
-t.test('import: a body over 8 KiB is read in the worker pool within IMPORT_PARSE_TIMEOUT_MS; past it 503, never a hung request', async (t) => {
-  const hurried = await buildContactsApp(t, { env: { IMPORT_PARSE_TIMEOUT_MS: '1' } });
-  const alice = as(hurried, await createUser(hurried));
-  const rows = (count: number) => header + Array.from({ length: count }, (_, i) => row(i)).join('');
-  t.ok(Buffer.byteLength(rows(150)) <= 8192 && Buffer.byteLength(rows(200)) > 8192, '150 rows are read in place, 200 in the pool');
-  t.same((await importing(alice, 'text/csv', rows(150))).json(), { created: 150, errors: [] });
-  const late = await importing(alice, 'text/csv', rows(200));
-  t.equal(late.statusCode, 503);
-  t.equal(late.headers['retry-after'], '1');
-  t.same(late.json(), { detail: 'Reading the import took longer than 1 s; try again later or send it in smaller files' });
-  t.equal((await stored(alice)).length, 150, 'nothing of it created');
-});
+t.test(
+  'import: a body over 8 KiB is read in the worker pool within IMPORT_PARSE_TIMEOUT_MS; past it 503, never a hung request',
+  async (t) => {
+    const hurried = await buildContactsApp(t, { env: { IMPORT_PARSE_TIMEOUT_MS: '1' } });
+    const alice = as(hurried, await createUser(hurried));
+    const rows = (count: number) => header + Array.from({ length: count }, (_, i) => row(i)).join('');
+    t.ok(Buffer.byteLength(rows(150)) <= 8192 && Buffer.byteLength(rows(200)) > 8192, '150 rows are read in place, 200 in the pool');
+    t.same((await importing(alice, 'text/csv', rows(150))).json(), { created: 150, errors: [] });
+    const late = await importing(alice, 'text/csv', rows(200));
+    t.equal(late.statusCode, 503);
+    t.equal(late.headers['retry-after'], '1');
+    t.same(late.json(), { detail: 'Reading the import took longer than 1 s; try again later or send it in smaller files' });
+    t.equal((await stored(alice)).length, 150, 'nothing of it created');
+  },
+);

@@ -88,16 +88,13 @@ t.test('export CSV: the header row, then RFC 4180 rows with quoting where needed
   t.equal(res.headers['content-length'], String(res.rawPayload.length));
   t.equal(
     res.body,
-    crlf(
-      'first_name,last_name,email,phone,birthday,additional_data',
-      'Jane,Doe,jane@example.com,+14155550123,1990-05-17,',
-    ) +
+    crlf('first_name,last_name,email,phone,birthday,additional_data', 'Jane,Doe,jane@example.com,+14155550123,1990-05-17,') +
       '"Zoë, ""Zed""","O\'Neil;\nJr",zoe@example.com,+442071838750,1984-02-29,' +
       '"{""note"":""line one\\nline two"",""tags"":[""a;b"",""c\\\\d""],""company"":""Acme, Inc.""}"\r\n',
   );
 });
 
-t.test('export: query and sort apply; nothing matching is an empty file; only the caller\'s contacts', async (t) => {
+t.test("export: query and sort apply; nothing matching is an empty file; only the caller's contacts", async (t) => {
   const { alice, bob } = await setup(t);
   await createContacts(alice, [
     { ...janeRow, first_name: 'Ann', last_name: 'Smith', email: 'ann@example.com' },
@@ -160,12 +157,16 @@ t.test('export: a download that stalls holds no database connection', async (t) 
   const other = await app.inject({ method: 'GET', url: '/api/contacts/?limit=1', headers: { authorization: `Bearer ${user.token}` } });
   t.equal(other.statusCode, 200, 'another request reaches the database while the download stalls');
   if (backend === 'postgres') {
-    const open = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'`.execute(app.db);
+    const open = await sql<{
+      n: number;
+    }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'`.execute(
+      app.db,
+    );
     t.equal(open.rows[0]!.n, 0, 'no transaction stays open');
   }
 });
 
-t.test('export: errors are the list\'s, as {detail}', async (t) => {
+t.test("export: errors are the list's, as {detail}", async (t) => {
   const { app, alice } = await setup(t);
   const cases: [string, number, string][] = [
     ['/api/contacts/export?query=nickname:eq:x', 400, "Invalid filter field 'nickname'"],
@@ -219,12 +220,26 @@ t.test('import vCard 3.0 from another app: 200, every card created as its create
   t.equal(res.headers['content-type'], 'application/json; charset=utf-8');
   t.same(res.json(), { created: 2, errors: [] });
   t.strictSame(await stored(alice), [
-    { first_name: 'John', last_name: 'Stevenson', email: 'jps@example.com', phone: '+14155550100', birthday: '1970-04-02', additional_data: null },
-    { first_name: 'Mary', last_name: 'Ann', email: 'mary@example.com', phone: '+442071838750', birthday: '1980-12-31', additional_data: null },
+    {
+      first_name: 'John',
+      last_name: 'Stevenson',
+      email: 'jps@example.com',
+      phone: '+14155550100',
+      birthday: '1970-04-02',
+      additional_data: null,
+    },
+    {
+      first_name: 'Mary',
+      last_name: 'Ann',
+      email: 'mary@example.com',
+      phone: '+442071838750',
+      birthday: '1980-12-31',
+      additional_data: null,
+    },
   ]);
 });
 
-t.test('import: invalid entries and duplicate e-mails are reported by number in the API\'s wording; the rest is created', async (t) => {
+t.test("import: invalid entries and duplicate e-mails are reported by number in the API's wording; the rest is created", async (t) => {
   const { alice, setClock } = await setup(t);
   await createContacts(alice, [{ ...janeRow, email: 'taken@example.com' }]);
   setClock(T1);
@@ -261,8 +276,26 @@ t.test('import: invalid entries and duplicate e-mails are reported by number in 
   t.strictSame(
     contacts.slice(1).map(({ id: _id, ...rest }) => rest),
     [
-      { first_name: 'Ok', last_name: 'One', email: 'ok1@example.com', phone: '+14155550101', birthday: '1990-01-01', additional_data: { k: 1 }, created_at: T1, updated_at: T1 },
-      { first_name: 'Ok', last_name: 'Three', email: 'ok3@example.com', phone: '+14155550108', birthday: '1990-01-01', additional_data: null, created_at: T1, updated_at: T1 },
+      {
+        first_name: 'Ok',
+        last_name: 'One',
+        email: 'ok1@example.com',
+        phone: '+14155550101',
+        birthday: '1990-01-01',
+        additional_data: { k: 1 },
+        created_at: T1,
+        updated_at: T1,
+      },
+      {
+        first_name: 'Ok',
+        last_name: 'Three',
+        email: 'ok3@example.com',
+        phone: '+14155550108',
+        birthday: '1990-01-01',
+        additional_data: null,
+        created_at: T1,
+        updated_at: T1,
+      },
     ],
   );
 });
@@ -270,8 +303,19 @@ t.test('import: invalid entries and duplicate e-mails are reported by number in 
 t.test('import vCard: a card missing a field is reported as the create reports it', async (t) => {
   const { alice } = await setup(t);
   const body = crlf(
-    'BEGIN:VCARD', 'VERSION:4.0', 'FN:No Mail', 'TEL:+14155550100', 'BDAY:19900101', 'END:VCARD',
-    'BEGIN:VCARD', 'VERSION:4.0', 'N:Ok;Card;;;', 'EMAIL:card@example.com', 'TEL;VALUE=uri:tel:+14155550100', 'BDAY:19900101', 'END:VCARD',
+    'BEGIN:VCARD',
+    'VERSION:4.0',
+    'FN:No Mail',
+    'TEL:+14155550100',
+    'BDAY:19900101',
+    'END:VCARD',
+    'BEGIN:VCARD',
+    'VERSION:4.0',
+    'N:Ok;Card;;;',
+    'EMAIL:card@example.com',
+    'TEL;VALUE=uri:tel:+14155550100',
+    'BDAY:19900101',
+    'END:VCARD',
   );
   const res = await importing(alice, 'text/vcard', body);
   t.equal(res.statusCode, 200);
@@ -320,7 +364,7 @@ t.test('import limits: 10,000 entries (413, nothing created), 10 MiB (413), and 
   }
 });
 
-t.test('import: the user\'s cached list is stale at once', async (t) => {
+t.test("import: the user's cached list is stale at once", async (t) => {
   const { alice } = await setup(t);
   t.same((await alice('GET', '/api/contacts/')).json(), []);
   t.equal((await alice('GET', '/api/contacts/')).headers['x-cache'], 'HIT');
@@ -332,7 +376,11 @@ t.test('import: the user\'s cached list is stale at once', async (t) => {
 
 t.test('round trip: export, import into another account, export again: equal apart from REV', async (t) => {
   const { alice, bob, setClock } = await setup(t);
-  await createContacts(alice, [janeRow, oddRow, contactBody({ first_name: 'Élodie', last_name: 'Ünal', additional_data: { long: 'x'.repeat(300), n: null } })]);
+  await createContacts(alice, [
+    janeRow,
+    oddRow,
+    contactBody({ first_name: 'Élodie', last_name: 'Ünal', additional_data: { long: 'x'.repeat(300), n: null } }),
+  ]);
   for (const format of ['vcard', 'csv'] as const) {
     const first = await alice('GET', `/api/contacts/export?format=${format}`);
     setClock(format === 'vcard' ? T1 : '2025-06-17T00:00:00.000Z');

@@ -49,7 +49,7 @@ async function shippedQueries(): Promise<{ dashboard: Dashboard; queries: { wher
   };
 }
 
-t.test('promtool checks the scrape config and runs the alerts\' unit tests', { skip }, async (t) => {
+t.test("promtool checks the scrape config and runs the alerts' unit tests", { skip }, async (t) => {
   // The config as shipped, beside the token file the deployment writes.
   const dir = await mkdtemp(path.join(tmpdir(), 'contacts-promtool-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
@@ -88,12 +88,16 @@ t.test('a real Prometheus scrapes a running service with the shipped job', { ski
   await writeFile(path.join(dir, 'prometheus.yml'), stringify(config));
 
   const port = await freePort();
-  const prometheus: ChildProcess = spawn('prometheus', [
-    `--config.file=${path.join(dir, 'prometheus.yml')}`,
-    `--storage.tsdb.path=${path.join(dir, 'data')}`,
-    `--web.listen-address=127.0.0.1:${port}`,
-    '--log.level=warn',
-  ], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const prometheus: ChildProcess = spawn(
+    'prometheus',
+    [
+      `--config.file=${path.join(dir, 'prometheus.yml')}`,
+      `--storage.tsdb.path=${path.join(dir, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      '--log.level=warn',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let log = '';
   prometheus.stderr!.setEncoding('utf8').on('data', (chunk: string) => (log += chunk));
   t.teardown(async () => {
@@ -126,20 +130,28 @@ t.test('a real Prometheus scrapes a running service with the shipped job', { ski
     return value === String(probes) ? value : undefined;
   });
   t.equal(counted, String(probes), 'the counter read back through the query API is the traffic sent');
-  t.same((await query('up{job="contacts"}')).data.result.map((series) => series.value[1]), ['1'], 'the target is up: the bearer token was accepted');
+  t.same(
+    (await query('up{job="contacts"}')).data.result.map((series) => series.value[1]),
+    ['1'],
+    'the target is up: the bearer token was accepted',
+  );
 
   type Rules = { data: { groups: { rules: { name: string; health: string; type: string }[] }[] } };
   const rules = (await (await fetch(`${api}/api/v1/rules`)).json()) as Rules;
   const loaded = rules.data.groups.flatMap((group) => group.rules);
-  t.same(loaded.map((rule) => [rule.name, rule.type, rule.health]).sort(), [
-    ['ContactsDependencyDown', 'alerting', 'ok'],
-    ['ContactsHighErrorRatio', 'alerting', 'ok'],
-    ['ContactsPasswordQueueFilling', 'alerting', 'ok'],
-    ['ContactsSlowCachedReads', 'alerting', 'ok'],
-  ], 'the alerts load and evaluate');
+  t.same(
+    loaded.map((rule) => [rule.name, rule.type, rule.health]).sort(),
+    [
+      ['ContactsDependencyDown', 'alerting', 'ok'],
+      ['ContactsHighErrorRatio', 'alerting', 'ok'],
+      ['ContactsPasswordQueueFilling', 'alerting', 'ok'],
+      ['ContactsSlowCachedReads', 'alerting', 'ok'],
+    ],
+    'the alerts load and evaluate',
+  );
 
   const { dashboard, queries } = await shippedQueries();
-  const exposed = new Set(['up', ...parseExposition((await app.metrics.exposition())).map((sample) => sample.name)]);
+  const exposed = new Set(['up', ...parseExposition(await app.metrics.exposition()).map((sample) => sample.name)]);
   for (const { where, expr } of queries) {
     const answer = await query(expr);
     t.equal(answer.status, 'success', `${where}: ${answer.error ?? 'valid PromQL'}`);
@@ -148,6 +160,12 @@ t.test('a real Prometheus scrapes a running service with the shipped job', { ski
   }
   const provisioned = await readFile(path.join(DEPLOY, 'grafana/provisioning/datasources/prometheus.yml'), 'utf8');
   const datasources = parse(provisioned) as { datasources: { uid: string }[] };
-  const uids = new Set(dashboard.panels.flatMap((panel) => [panel.datasource?.uid, ...(panel.targets ?? []).map((target) => target.datasource?.uid)]));
-  t.same([...uids].filter((uid) => uid !== undefined), [datasources.datasources[0]!.uid], 'the dashboard reads the provisioned data source');
+  const uids = new Set(
+    dashboard.panels.flatMap((panel) => [panel.datasource?.uid, ...(panel.targets ?? []).map((target) => target.datasource?.uid)]),
+  );
+  t.same(
+    [...uids].filter((uid) => uid !== undefined),
+    [datasources.datasources[0]!.uid],
+    'the dashboard reads the provisioned data source',
+  );
 });

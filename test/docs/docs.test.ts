@@ -95,7 +95,15 @@ t.test('/openapi.yaml is the file itself', async (t) => {
 
 t.test('docs and the contract need no token and are never rate limited', async (t) => {
   const app = await build(t, { env: { RATE_LIMIT_ANON_PER_MIN: '1' } });
-  const urls = ['/docs', '/docs/static/swagger-ui-bundle.js', '/docs/json', '/redoc', '/redoc/redoc.standalone.js', '/openapi.json', '/openapi.yaml'];
+  const urls = [
+    '/docs',
+    '/docs/static/swagger-ui-bundle.js',
+    '/docs/json',
+    '/redoc',
+    '/redoc/redoc.standalone.js',
+    '/openapi.json',
+    '/openapi.yaml',
+  ];
   for (let round = 0; round < 3; round++) {
     for (const url of urls) {
       const res = await app.inject({ method: 'GET', url });

@@ -10,8 +10,20 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { backend, smtpCapture } from '../helper.js';
 import {
-  dependencies, describe, listAllIds, type LogLine, type Outcome, privatePostgres, processTestsUnavailable, scratchDir, serviceEnv, signUp, startLoad,
-  startService, summarise, type Window,
+  dependencies,
+  describe,
+  listAllIds,
+  type LogLine,
+  type Outcome,
+  privatePostgres,
+  processTestsUnavailable,
+  scratchDir,
+  serviceEnv,
+  signUp,
+  startLoad,
+  startService,
+  summarise,
+  type Window,
 } from './processes.js';
 
 /** The contract: 2xx again within this long after the database is back. */
@@ -76,14 +88,28 @@ t.test('PostgreSQL restarted, then stopped and started, mid-load', { skip: proce
   const in503 = (w: Window) => api.filter((o) => o.status === 503 && o.end >= w.from && o.end <= w.to + GRACE_MS).length;
 
   t.equal(service.child.exitCode, null, `the service is still running ${service.stderr().slice(-2000)}`);
-  t.equal(await fetch(`${service.url}/healthz`).then((r) => r.status, () => 'refused'), 200, 'and still listening');
-  t.same(summary.unanswered.length, 0, `every request got an HTTP answer (no refused or reset connection): ${describe(summary.unanswered)}`);
+  t.equal(
+    await fetch(`${service.url}/healthz`).then(
+      (r) => r.status,
+      () => 'refused',
+    ),
+    200,
+    'and still listening',
+  );
+  t.same(
+    summary.unanswered.length,
+    0,
+    `every request got an HTTP answer (no refused or reset connection): ${describe(summary.unanswered)}`,
+  );
   t.same(summary.other5xx.length, 0, `no 5xx other than 503: ${describe(summary.other5xx)}`);
   t.same(summary.stray503.length, 0, `503 only inside an outage window (+${GRACE_MS} ms): ${describe(summary.stray503)}`);
   t.ok(in503(down) > 0, 'requests during the stop were answered 503');
   const bad503 = api.filter((o) => o.status === 503 && (o.detail !== UNAVAILABLE || !o.retryAfter));
   t.same(bad503.length, 0, `every 503 says the database is not reachable and carries Retry-After: ${describe(bad503)}`);
-  for (const [what, res] of [['export', exported], ['import', imported]] as const) {
+  for (const [what, res] of [
+    ['export', exported],
+    ['import', imported],
+  ] as const) {
     t.equal(res.status, 503, `${what} while the database is stopped`);
     t.same(await res.json(), { detail: UNAVAILABLE }, `${what}: the outage's detail`);
   }
@@ -97,10 +123,16 @@ t.test('PostgreSQL restarted, then stopped and started, mid-load', { skip: proce
   t.ok(whileStopped.length > 0, `readiness was probed while the database was stopped (${whileStopped.length} probes)`);
   const readyNot503 = whileStopped.filter((o) => o.status !== 503);
   t.equal(readyNot503.length, 0, `/readyz answers 503 while the database is stopped: ${describe(readyNot503)}`);
-  t.ok(whileStopped.every((o) => o.detail === 'Database unavailable'), '/readyz names the database');
+  t.ok(
+    whileStopped.every((o) => o.detail === 'Database unavailable'),
+    '/readyz names the database',
+  );
   const firstReady = ready.filter((o) => o.start >= down.to && o.status === 200).sort((a, b) => a.end - b.end)[0];
   const readyAfterMs = firstReady ? firstReady.end - down.to : null;
-  t.ok(readyAfterMs !== null && readyAfterMs <= RECOVERY_MS, `/readyz 200 again within ${RECOVERY_MS} ms without a restart (${readyAfterMs} ms)`);
+  t.ok(
+    readyAfterMs !== null && readyAfterMs <= RECOVERY_MS,
+    `/readyz 200 again within ${RECOVERY_MS} ms without a restart (${readyAfterMs} ms)`,
+  );
   const lateReady = ready.filter((o) => o.start >= down.to + RECOVERY_MS);
   t.ok(lateReady.length > 0 && lateReady.every((o) => o.status === 200), '/readyz stays 200 afterwards');
   t.same(metricsWhileStopped, { database: 0 }, 'contacts_dependency_up while the database is stopped (this service has no Redis)');
@@ -140,8 +172,14 @@ t.test('PostgreSQL restarted, then stopped and started, mid-load', { skip: proce
   const show = (counts: Map<string, number>) => [...counts].map(([line, n]) => `${n}× ${line}`).join(', ');
   const fmt = (w: Window) => `${w.to - w.from} ms`;
   t.comment(`requests: ${summary.total} API, ${ready.length} /readyz; by status ${JSON.stringify(summary.byStatus)}`);
-  t.comment(`fault 1 (pg_ctl restart -m fast): outage window ${fmt(restart)}, 503 count ${in503(restart)}, recovery ${summary.recoveryMs[0]} ms`);
-  t.comment(`fault 2 (stop ${DOWN_MS} ms, start): outage window ${fmt(down)}, 503 count ${in503(down)}, recovery ${summary.recoveryMs[1]} ms, /readyz 200 after ${readyAfterMs} ms, /readyz 503 while stopped ${whileStopped.length - readyNot503.length}/${whileStopped.length}`);
+  t.comment(
+    `fault 1 (pg_ctl restart -m fast): outage window ${fmt(restart)}, 503 count ${in503(restart)}, recovery ${summary.recoveryMs[0]} ms`,
+  );
+  t.comment(
+    `fault 2 (stop ${DOWN_MS} ms, start): outage window ${fmt(down)}, 503 count ${in503(down)}, recovery ${summary.recoveryMs[1]} ms, /readyz 200 after ${readyAfterMs} ms, /readyz 503 while stopped ${whileStopped.length - readyNot503.length}/${whileStopped.length}`,
+  );
   t.comment(`lost writes: ${lost.length} of ${acknowledged.length} creates answered 201`);
-  logLines.forEach((counts, i) => t.comment(`fault ${i + 1} log lines (to ${LOG_TAIL_MS} ms after the database was back, request lines aside): ${show(counts)}`));
+  logLines.forEach((counts, i) =>
+    t.comment(`fault ${i + 1} log lines (to ${LOG_TAIL_MS} ms after the database was back, request lines aside): ${show(counts)}`),
+  );
 });

@@ -94,7 +94,13 @@ export async function privatePostgres(t: Test): Promise<PrivatePostgres> {
     for (;;) {
       const client = new pg.Client({ connectionString: adminUrl });
       client.on('error', () => undefined);
-      const ok = await client.connect().then(() => client.query('select 1')).then(() => true, () => false);
+      const ok = await client
+        .connect()
+        .then(() => client.query('select 1'))
+        .then(
+          () => true,
+          () => false,
+        );
       await client.end().catch(() => undefined);
       if (ok) return;
       if (Date.now() > deadline) throw new Error('PostgreSQL did not come back');
@@ -134,11 +140,19 @@ export async function privateRedis(t: Test): Promise<PrivateRedis> {
     if (alive(server)) server.kill('SIGKILL');
   });
   const start = async () => {
-    server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: 'ignore',
+    });
     for (let attempt = 0; ; attempt++) {
       const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
       probe.on('error', () => undefined);
-      const up = await probe.connect().then(() => probe.ping()).then(() => true, () => false);
+      const up = await probe
+        .connect()
+        .then(() => probe.ping())
+        .then(
+          () => true,
+          () => false,
+        );
       probe.disconnect();
       if (up) return;
       if (attempt === 100) throw new Error('redis-server did not start');
@@ -204,14 +218,25 @@ export async function startService(t: Test, env: Record<string, string>): Promis
   const url = `http://127.0.0.1:${port}`;
   for (let attempt = 0; attempt < 600; attempt++) {
     if (child.exitCode !== null) throw new Error(`service exited early (${child.exitCode}): ${stderr}`);
-    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) return { url, child, logs, stderr: () => stderr, exit };
+    if (
+      await fetch(`${url}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return { url, child, logs, stderr: () => stderr, exit };
     await sleep(100);
   }
   throw new Error(`service did not start: ${stderr}`);
 }
 
 /** Environment for a service on a private database (and Redis, when given), mailing to a capture. */
-export function serviceEnv(databaseUrl: string, mailUrl: string, dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
+export function serviceEnv(
+  databaseUrl: string,
+  mailUrl: string,
+  dataDir: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
   return {
     NODE_ENV: 'test',
     LOG_LEVEL: 'warn',

@@ -9,8 +9,21 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { backend, smtpCapture } from '../helper.js';
 import {
-  dependencies, describe, type LogLine, listAllIds, type Outcome, privatePostgres, privateRedis, processTestsUnavailable, scratchDir,
-  serviceEnv, signUp, startLoad, startService, summarise, type Window,
+  dependencies,
+  describe,
+  type LogLine,
+  listAllIds,
+  type Outcome,
+  privatePostgres,
+  privateRedis,
+  processTestsUnavailable,
+  scratchDir,
+  serviceEnv,
+  signUp,
+  startLoad,
+  startService,
+  summarise,
+  type Window,
 } from './processes.js';
 
 /** The contract: 2xx (and a ready /readyz) again within this long after the dependency is back. */
@@ -53,7 +66,10 @@ t.test('Redis killed and started again mid-load', { skip: processTestsUnavailabl
   t.equal(summary.stray503.length, 0, `503 only inside the outage window: ${describe(summary.stray503)}`);
   t.equal(summary.count503, 0, 'no request fails while Redis is away: everything is served from PostgreSQL');
   const during = api.filter((o) => o.start >= outage.from && o.end <= starting);
-  t.ok(during.length > 0 && during.every((o) => o.status !== null && o.status < 300), `requests during the outage succeed (${during.length})`);
+  t.ok(
+    during.length > 0 && during.every((o) => o.status !== null && o.status < 300),
+    `requests during the outage succeed (${during.length})`,
+  );
   const recoveryMs = summary.recoveryMs[0] ?? null;
   t.ok(recoveryMs !== null && recoveryMs <= RECOVERY_MS, `2xx within ${RECOVERY_MS} ms of Redis being back (${recoveryMs} ms)`);
 
@@ -64,10 +80,17 @@ t.test('Redis killed and started again mid-load', { skip: processTestsUnavailabl
     readyWhileDown.length > 0 && readyWhileDown.every((o) => o.status === 200 && o.cache === 'unavailable'),
     `/readyz 200 with "cache": "unavailable" while Redis is away (${readyWhileDown.length} probes)`,
   );
-  t.same(ready.filter((o) => o.status !== 200).map((o) => o.status), [], '/readyz is never 503 for want of Redis');
+  t.same(
+    ready.filter((o) => o.status !== 200).map((o) => o.status),
+    [],
+    '/readyz is never 503 for want of Redis',
+  );
   const firstReady = ready.filter((o) => o.start >= outage.to && o.cache === 'ok').sort((a, b) => a.end - b.end)[0];
   const readyAfterMs = firstReady ? firstReady.end - outage.to : null;
-  t.ok(readyAfterMs !== null && readyAfterMs <= RECOVERY_MS, `/readyz says "cache": "ok" within ${RECOVERY_MS} ms of Redis being back (${readyAfterMs} ms)`);
+  t.ok(
+    readyAfterMs !== null && readyAfterMs <= RECOVERY_MS,
+    `/readyz says "cache": "ok" within ${RECOVERY_MS} ms of Redis being back (${readyAfterMs} ms)`,
+  );
   t.same(metricsWhileDown, { redis: 0, database: 1 }, 'contacts_dependency_up while Redis is away');
   t.same(metricsAfter, { redis: 1, database: 1 }, 'and once it is back');
 
@@ -98,7 +121,11 @@ t.test('Redis killed and started again mid-load', { skip: processTestsUnavailabl
   const requestLines = service.logs.filter((l) => l.time >= outage.from && l.time <= outage.to + LOG_TAIL_MS && isRequestLog(l)).length;
 
   t.comment(`requests: ${summary.total} API, ${ready.length} /readyz; by status ${JSON.stringify(summary.byStatus)}`);
-  t.comment(`outage window ${outage.to - outage.from} ms, 503 count ${summary.count503}, recovery ${recoveryMs} ms, /readyz 200 after ${readyAfterMs} ms`);
+  t.comment(
+    `outage window ${outage.to - outage.from} ms, 503 count ${summary.count503}, recovery ${recoveryMs} ms, /readyz 200 after ${readyAfterMs} ms`,
+  );
   t.comment(`lost writes: ${lost.length} of ${acknowledged.length} creates answered 201`);
-  t.comment(`log lines from the kill to ${LOG_TAIL_MS} ms after Redis was back, request lines aside (${requestLines} of those): warn ${show(warnings)}; info ${show(infos)}; error ${errors.length}`);
+  t.comment(
+    `log lines from the kill to ${LOG_TAIL_MS} ms after Redis was back, request lines aside (${requestLines} of those): warn ${show(warnings)}; info ${show(infos)}; error ${errors.length}`,
+  );
 });

@@ -11,7 +11,15 @@ import pg from 'pg';
 import t, { type Test } from 'tap';
 import { backend, smtpCapture } from '../helper.js';
 import {
-  describe, type Outcome, privatePostgres, processTestsUnavailable, scratchDir, type Service, serviceEnv, signUp, startLoad,
+  describe,
+  type Outcome,
+  privatePostgres,
+  processTestsUnavailable,
+  scratchDir,
+  type Service,
+  serviceEnv,
+  signUp,
+  startLoad,
   startService,
 } from './processes.js';
 
@@ -34,7 +42,9 @@ async function setUp(t: Test, name: string, env: Record<string, string> = {}): P
   const mailbox = await smtpCapture(t);
   const service = await startService(t, serviceEnv(db.url, mailbox.url, await scratchDir(t), { LOG_LEVEL: 'info', ...env }));
   const token = await signUp(service.url, mailbox, name);
-  const me = (await (await fetch(`${service.url}/api/users/me`, { headers: { authorization: `Bearer ${token}` } })).json()) as { id: number };
+  const me = (await (await fetch(`${service.url}/api/users/me`, { headers: { authorization: `Bearer ${token}` } })).json()) as {
+    id: number;
+  };
   const locker = new pg.Client({ connectionString: db.url });
   locker.on('error', () => undefined);
   await locker.connect();
@@ -140,8 +150,15 @@ t.test('SIGTERM with requests in flight: every one is answered, then exit 0', { 
   t.equal(exit?.code, 0, `exit code 0 ${setup.service.stderr().slice(-2000)}`);
   const exitMs = exit ? exit.at - signalAt : null;
   t.ok(exitMs !== null && exitMs < DEFAULT_SHUTDOWN_TIMEOUT_MS, `exited before the deadline (${exitMs} ms after the signal)`);
-  t.same(slowOutcomes.map((o) => o.status), held.map(() => 201), 'every slow create in flight at the signal was answered 201');
-  t.ok(setup.service.logs.some((l) => l.msg === 'closing: finishing requests in flight'), 'the close is logged');
+  t.same(
+    slowOutcomes.map((o) => o.status),
+    held.map(() => 201),
+    'every slow create in flight at the signal was answered 201',
+  );
+  t.ok(
+    setup.service.logs.some((l) => l.msg === 'closing: finishing requests in flight'),
+    'the close is logged',
+  );
 
   const outcomes = [...load.outcomes, ...slowOutcomes];
   const before = outcomes.filter((o) => o.start < signalAt - SIGNAL_RACE_MS);
@@ -152,20 +169,30 @@ t.test('SIGTERM with requests in flight: every one is answered, then exit 0', { 
   t.equal(errors.length, 0, `and none of them a 5xx: ${describe(errors)}`);
   const after = outcomes.filter((o) => o.start >= signalAt - SIGNAL_RACE_MS);
   // A request on a connection the server is closing may be reset, or refused once it stopped listening.
-  const wrong = after.filter((o) => !(o.status === null ? ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'].includes(o.error ?? '') : o.status < 500));
+  const wrong = after.filter(
+    (o) => !(o.status === null ? ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'].includes(o.error ?? '') : o.status < 500),
+  );
   t.equal(wrong.length, 0, `requests sent after the signal are served or refused; never a 5xx or a hang: ${describe(wrong)}`);
 
   const acknowledged = outcomes.filter((o): o is Outcome & { id: number } => o.op === 'create' && o.status === 201);
-  const stored = await storedIds(setup.databaseUrl, acknowledged.map((o) => o.id));
+  const stored = await storedIds(
+    setup.databaseUrl,
+    acknowledged.map((o) => o.id),
+  );
   const lost = acknowledged.filter((o) => !stored.has(o.id));
   t.equal(lost.length, 0, `every one of the ${acknowledged.length} creates answered 201 is stored`);
 
-  const tally = (list: Outcome[]) => JSON.stringify(list.reduce<Record<string, number>>((acc, o) => {
-    const key = String(o.status ?? o.error);
-    acc[key] = (acc[key] ?? 0) + 1;
-    return acc;
-  }, {}));
-  t.comment(`in flight at the signal: ${inFlight.length} (${held.length} held on a lock for 1500 ms), answered ${inFlight.filter((o) => o.status !== null).length}: ${tally(inFlight)}`);
+  const tally = (list: Outcome[]) =>
+    JSON.stringify(
+      list.reduce<Record<string, number>>((acc, o) => {
+        const key = String(o.status ?? o.error);
+        acc[key] = (acc[key] ?? 0) + 1;
+        return acc;
+      }, {}),
+    );
+  t.comment(
+    `in flight at the signal: ${inFlight.length} (${held.length} held on a lock for 1500 ms), answered ${inFlight.filter((o) => o.status !== null).length}: ${tally(inFlight)}`,
+  );
   t.comment(`exit code ${exit?.code} ${exitMs} ms after SIGTERM; sent after the signal: ${tally(after)}`);
   t.comment(`lost writes: ${lost.length} of ${acknowledged.length} creates answered 201`);
 });
@@ -192,17 +219,25 @@ t.test('SIGTERM with a stuck request: exit non-zero at SHUTDOWN_TIMEOUT_MS', { s
   t.ok(exitMs !== null && exitMs >= deadlineMs - SIGNAL_RACE_MS, `not before the deadline (${exitMs} ms)`);
   t.ok(exitMs !== null && exitMs <= deadlineMs + 1_500, `but at it: within ${deadlineMs} ms + 1500 ms (${exitMs} ms)`);
   t.ok(exit && exit.code !== 0 && exit.code !== null, `a non-zero exit code (${exit?.code})`);
-  t.ok(setup.service.logs.some((l) => l.level >= 50 && /shutdown deadline/.test(l.msg ?? '')), 'the timeout is logged as an error');
+  t.ok(
+    setup.service.logs.some((l) => l.level >= 50 && /shutdown deadline/.test(l.msg ?? '')),
+    'the timeout is logged as an error',
+  );
 
   const before = load.outcomes.filter((o) => o.start < signalAt - SIGNAL_RACE_MS);
   const unanswered = before.filter((o) => o.status === null || o.status >= 500);
   t.equal(unanswered.length, 0, `the other requests sent before the signal were answered: ${describe(unanswered)}`);
 
   const acknowledged = load.outcomes.filter((o): o is Outcome & { id: number } => o.op === 'create' && o.status === 201);
-  const stored = await storedIds(setup.databaseUrl, acknowledged.map((o) => o.id));
+  const stored = await storedIds(
+    setup.databaseUrl,
+    acknowledged.map((o) => o.id),
+  );
   const lost = acknowledged.filter((o) => !stored.has(o.id));
   t.equal(lost.length, 0, `every one of the ${acknowledged.length} creates answered 201 is stored`);
 
-  t.comment(`deadline ${deadlineMs} ms: exit code ${exit?.code} ${exitMs} ms after SIGTERM; the stuck create: ${stuckOutcome.status ?? stuckOutcome.error}`);
+  t.comment(
+    `deadline ${deadlineMs} ms: exit code ${exit?.code} ${exitMs} ms after SIGTERM; the stuck create: ${stuckOutcome.status ?? stuckOutcome.error}`,
+  );
   t.comment(`lost writes: ${lost.length} of ${acknowledged.length} creates answered 201`);
 });

@@ -49,7 +49,7 @@ t.test('GET /readyz stays 200 and says "cache": "unavailable" when Redis does no
   t.same(res.json(), { status: 'ok', checks: { database: 'ok', cache: 'unavailable' } });
 });
 
-t.test('every answer carries X-Request-Id: the client\'s when it is well formed, else a new one', async (t) => {
+t.test("every answer carries X-Request-Id: the client's when it is well formed, else a new one", async (t) => {
   const app = await build(t);
   const generated = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
   const kept = ['a', 'req-1.2:3_x', 'A'.repeat(128)];

@@ -1,5 +1,17 @@
 import fc from 'fast-check';
-import { describe, type Family, type HostileCase, hostileString, jsonCase, jsonOperations, raw, type Rng, rng, samples, toJson } from './common.js';
+import {
+  describe,
+  type Family,
+  type HostileCase,
+  hostileString,
+  jsonCase,
+  jsonOperations,
+  raw,
+  type Rng,
+  rng,
+  samples,
+  toJson,
+} from './common.js';
 
 /** Replacement values for one field: wrong types, out-of-range numbers, hostile text. */
 const HOSTILE_VALUES: readonly unknown[] = [
@@ -156,7 +168,14 @@ function structuralVariants(body: Record<string, unknown>, fields: readonly stri
     ['constructor.prototype alongside', `${text.slice(0, -1)}${text.length > 2 ? ',' : ''}"constructor":{"prototype":{"admin":true}}}`],
     ['unknown property', `${text.slice(0, -1)}${text.length > 2 ? ',' : ''}"nickname":"x"}`],
     ...(field ? [[`duplicate ${field} (second a number)`, `${text.slice(0, -1)},${JSON.stringify(field)}:5}`] as [string, string]] : []),
-    ...(field ? [[`duplicate ${field} (second valid)`, `${text.slice(0, -1)},${JSON.stringify(field)}:${JSON.stringify(body[field])}}`] as [string, string]] : []),
+    ...(field
+      ? [
+          [`duplicate ${field} (second valid)`, `${text.slice(0, -1)},${JSON.stringify(field)}:${JSON.stringify(body[field])}}`] as [
+            string,
+            string,
+          ],
+        ]
+      : []),
     ['UTF-16LE body', Buffer.from(text, 'utf16le')],
     ['latin1 é in body', Buffer.from(text.replace(/"([^"]*)"(?=\s*[,}])/, '"$1\u00e9"'), 'latin1')],
   ];
@@ -168,7 +187,8 @@ function structuralVariants(body: Record<string, unknown>, fields: readonly stri
 /** JSON bodies: every field of every JSON operation given wrong types, huge numbers and hostile text; broken and odd whole bodies. */
 export const jsonBodies: Family = {
   name: 'json bodies',
-  about: 'truncated, wrong types, 1e400, -0, NaN-like, deep nesting, long strings, NUL and lone surrogates in values and keys, __proto__, duplicate keys, BOM, invalid UTF-8',
+  about:
+    'truncated, wrong types, 1e400, -0, NaN-like, deep nesting, long strings, NUL and lone surrogates in values and keys, __proto__, duplicate keys, BOM, invalid UTF-8',
   cases(s, seed) {
     const r = rng(seed);
     const cases: HostileCase[] = [];

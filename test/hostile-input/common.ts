@@ -76,7 +76,13 @@ export function samples<T>(arbitrary: fc.Arbitrary<T>, seed: number, count: numb
 /** Any UTF-16 code unit, lone surrogates and NUL included. */
 const codeUnit = fc.integer({ min: 0, max: 0xffff }).map((n) => String.fromCharCode(n));
 export const hostileString = (maxLength: number) =>
-  fc.string({ unit: fc.oneof({ weight: 6, arbitrary: codeUnit }, { weight: 1, arbitrary: fc.constantFrom('\u0000', '\ud800', '\udc00', '%', '\\', '"', ',', ':', '[', ']') }), maxLength });
+  fc.string({
+    unit: fc.oneof(
+      { weight: 6, arbitrary: codeUnit },
+      { weight: 1, arbitrary: fc.constantFrom('\u0000', '\ud800', '\udc00', '%', '\\', '"', ',', ':', '[', ']') },
+    ),
+    maxLength,
+  });
 
 // ---------------------------------------------------------------------------------------------
 // JSON text with parts JSON.stringify cannot write (1e400, -0, duplicate keys)
@@ -92,7 +98,9 @@ export function toJson(value: unknown): string {
   if (value instanceof Raw) return value.text;
   if (Array.isArray(value)) return `[${value.map(toJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
-    return `{${Object.entries(value).map(([key, item]) => `${JSON.stringify(key)}:${toJson(item)}`).join(',')}}`;
+    return `{${Object.entries(value)
+      .map(([key, item]) => `${JSON.stringify(key)}:${toJson(item)}`)
+      .join(',')}}`;
   }
   return JSON.stringify(value);
 }
@@ -118,19 +126,74 @@ export function jsonOperations(s: Subjects): JsonOperation[] {
   const resetToken = () => craftToken({ sub: String(s.otherUserId), typ: 'reset' });
   const contactFields = ['first_name', 'last_name', 'email', 'phone', 'birthday', 'additional_data', 'id', 'created_at', 'updated_at'];
   return [
-    { name: 'register', method: 'POST', url: '/api/auth/register', secured: false, body: () => ({ ...credentials() }), fields: ['username', 'email', 'password'] },
-    { name: 'request-verification', method: 'POST', url: '/api/auth/request-verification', secured: false, body: () => ({ email: s.email }), fields: ['email'] },
-    { name: 'refresh', method: 'POST', url: '/api/auth/refresh', secured: false, body: () => ({ refresh_token: s.refreshToken }), fields: ['refresh_token'] },
-    { name: 'forgot-password', method: 'POST', url: '/api/auth/forgot-password', secured: false, body: () => ({ email: 'nobody@example.com' }), fields: ['email'] },
-    { name: 'reset-password', method: 'POST', url: '/api/auth/reset-password', secured: false, body: () => ({ token: resetToken(), password: 'new-password-123' }), fields: ['token', 'password'] },
+    {
+      name: 'register',
+      method: 'POST',
+      url: '/api/auth/register',
+      secured: false,
+      body: () => ({ ...credentials() }),
+      fields: ['username', 'email', 'password'],
+    },
+    {
+      name: 'request-verification',
+      method: 'POST',
+      url: '/api/auth/request-verification',
+      secured: false,
+      body: () => ({ email: s.email }),
+      fields: ['email'],
+    },
+    {
+      name: 'refresh',
+      method: 'POST',
+      url: '/api/auth/refresh',
+      secured: false,
+      body: () => ({ refresh_token: s.refreshToken }),
+      fields: ['refresh_token'],
+    },
+    {
+      name: 'forgot-password',
+      method: 'POST',
+      url: '/api/auth/forgot-password',
+      secured: false,
+      body: () => ({ email: 'nobody@example.com' }),
+      fields: ['email'],
+    },
+    {
+      name: 'reset-password',
+      method: 'POST',
+      url: '/api/auth/reset-password',
+      secured: false,
+      body: () => ({ token: resetToken(), password: 'new-password-123' }),
+      fields: ['token', 'password'],
+    },
     { name: 'logout', method: 'POST', url: '/api/auth/logout', secured: true, body: () => ({}), fields: [] },
     { name: 'create contact', method: 'POST', url: '/api/contacts/', secured: true, body: () => contactBody(), fields: contactFields },
-    { name: 'replace contact', method: 'PUT', url: `/api/contacts/${s.contactId}`, secured: true, body: () => contactBody(), fields: contactFields },
-    { name: 'patch contact', method: 'PATCH', url: `/api/contacts/${s.contactId}`, secured: true, body: () => ({ first_name: 'Pat' }), fields: contactFields },
+    {
+      name: 'replace contact',
+      method: 'PUT',
+      url: `/api/contacts/${s.contactId}`,
+      secured: true,
+      body: () => contactBody(),
+      fields: contactFields,
+    },
+    {
+      name: 'patch contact',
+      method: 'PATCH',
+      url: `/api/contacts/${s.contactId}`,
+      secured: true,
+      body: () => ({ first_name: 'Pat' }),
+      fields: contactFields,
+    },
   ];
 }
 
-export function jsonCase(s: Subjects, op: JsonOperation, label: string, payload: string | Buffer, headers: Record<string, string> = JSON_HEADERS): HostileCase {
+export function jsonCase(
+  s: Subjects,
+  op: JsonOperation,
+  label: string,
+  payload: string | Buffer,
+  headers: Record<string, string> = JSON_HEADERS,
+): HostileCase {
   return {
     label: `${op.name}: ${label}`,
     method: op.method,

@@ -39,7 +39,8 @@ const CONTENT_TYPES: readonly (string | null)[] = [
 /** Wrong, missing and odd Content-Type on every operation that takes a body, and on some that take none. */
 export const contentTypes: Family = {
   name: 'content types',
-  about: 'missing, wrong or odd Content-Type (parameters, charset=latin1, multipart without boundary) on every body operation and on body-less ones',
+  about:
+    'missing, wrong or odd Content-Type (parameters, charset=latin1, multipart without boundary) on every body operation and on body-less ones',
   cases(s) {
     const cases: HostileCase[] = [];
     const targets = [

@@ -8,7 +8,8 @@ const field = (name: string, value: string, eol = '\r\n') => `Content-Dispositio
 /** Login form bodies, urlencoded and multipart: cut short, huge, missing fields, files, boundary garbage. */
 export const forms: Family = {
   name: 'form bodies',
-  about: 'login forms urlencoded and multipart: cut short at many offsets, huge fields, file parts, missing and repeated fields, boundary garbage, invalid percent-encoding and UTF-8',
+  about:
+    'login forms urlencoded and multipart: cut short at many offsets, huge fields, file parts, missing and repeated fields, boundary garbage, invalid percent-encoding and UTF-8',
   cases(s, seed) {
     const r = rng(seed);
     const login = (label: string, payload: string | Buffer, contentType: string): HostileCase => ({
@@ -63,7 +64,15 @@ export const forms: Family = {
     const valid = multipart(b, [field('username', s.username), field('password', s.password)]);
     // Cut short: every offset near the closing delimiter, where parsers are most fragile, and a seeded spread of the rest.
     const tail = Array.from({ length: 16 }, (_, i) => valid.length - 1 - i);
-    const offsets = [...new Set([...tail, ...r.sample(Array.from({ length: valid.length - 17 }, (_, i) => i + 1), 40)])].sort((x, y) => x - y);
+    const offsets = [
+      ...new Set([
+        ...tail,
+        ...r.sample(
+          Array.from({ length: valid.length - 17 }, (_, i) => i + 1),
+          40,
+        ),
+      ]),
+    ].sort((x, y) => x - y);
     // The final CRLF after the close delimiter is optional; any shorter cut is a form cut short: 400.
     for (const at of offsets) {
       const cut = login(`multipart cut at ${at}/${valid.length}`, valid.slice(0, at), `multipart/form-data; boundary=${b}`);
@@ -90,12 +99,48 @@ export const forms: Family = {
       ['no Content-Disposition', multipart(b, ['Content-Type: text/plain\r\n\r\nx', ...parts]), type(b)],
       ['Content-Disposition without name', multipart(b, ['Content-Disposition: form-data\r\n\r\nx', ...parts]), type(b)],
       ['name with escaped quote', multipart(b, ['Content-Disposition: form-data; name="user\\"name"\r\n\r\nx', ...parts]), type(b)],
-      ['file part', multipart(b, [...parts, 'Content-Disposition: form-data; name="avatar"; filename="a.txt"\r\nContent-Type: text/plain\r\n\r\nhello']), type(b)],
-      ['file part named username', multipart(b, ['Content-Disposition: form-data; name="username"; filename="u.txt"\r\n\r\nann', field('password', 'x')]), type(b)],
-      ['filename* parameter', multipart(b, [...parts, "Content-Disposition: form-data; name=\"f\"; filename*=UTF-8''%e2%82%ac.txt\r\n\r\nx"]), type(b)],
-      ['JSON part', multipart(b, ['Content-Disposition: form-data; name="username"\r\nContent-Type: application/json\r\n\r\n{"a":1}', field('password', 'x')]), type(b)],
-      ['base64 transfer encoding', multipart(b, ['Content-Disposition: form-data; name="username"\r\nContent-Transfer-Encoding: base64\r\n\r\nYW5u', field('password', 'x')]), type(b)],
-      ['11 fields', multipart(b, Array.from({ length: 11 }, (_, i) => field(`f${i}`, 'x'))), type(b)],
+      [
+        'file part',
+        multipart(b, [
+          ...parts,
+          'Content-Disposition: form-data; name="avatar"; filename="a.txt"\r\nContent-Type: text/plain\r\n\r\nhello',
+        ]),
+        type(b),
+      ],
+      [
+        'file part named username',
+        multipart(b, ['Content-Disposition: form-data; name="username"; filename="u.txt"\r\n\r\nann', field('password', 'x')]),
+        type(b),
+      ],
+      [
+        'filename* parameter',
+        multipart(b, [...parts, 'Content-Disposition: form-data; name="f"; filename*=UTF-8\'\'%e2%82%ac.txt\r\n\r\nx']),
+        type(b),
+      ],
+      [
+        'JSON part',
+        multipart(b, [
+          'Content-Disposition: form-data; name="username"\r\nContent-Type: application/json\r\n\r\n{"a":1}',
+          field('password', 'x'),
+        ]),
+        type(b),
+      ],
+      [
+        'base64 transfer encoding',
+        multipart(b, [
+          'Content-Disposition: form-data; name="username"\r\nContent-Transfer-Encoding: base64\r\n\r\nYW5u',
+          field('password', 'x'),
+        ]),
+        type(b),
+      ],
+      [
+        '11 fields',
+        multipart(
+          b,
+          Array.from({ length: 11 }, (_, i) => field(`f${i}`, 'x')),
+        ),
+        type(b),
+      ],
       ['username missing', multipart(b, [field('password', 'x')]), type(b)],
       ['password missing', multipart(b, [field('username', 'x')]), type(b)],
       ['repeated username', multipart(b, [field('username', 'a'), field('username', 'b'), field('password', 'x')]), type(b)],
@@ -105,17 +150,53 @@ export const forms: Family = {
       ['constructor field', multipart(b, [field('constructor', 'x'), ...parts]), type(b)],
       ['NUL in value', multipart(b, [field('username', 'a\u0000b'), field('password', 'x')]), type(b)],
       ['NUL in field name', multipart(b, [field('user\u0000name', 'a'), field('password', 'x')]), type(b)],
-      ['invalid UTF-8 in value', Buffer.concat([Buffer.from(`--${b}\r\n${field('username', '')}`), Buffer.from([0xff, 0xed, 0xa0, 0x80]), Buffer.from(`\r\n--${b}\r\n${field('password', 'x')}\r\n--${b}--\r\n`)]), type(b)],
-      ['nested multipart/mixed', multipart(b, ['Content-Disposition: form-data; name="username"\r\nContent-Type: multipart/mixed; boundary=inner\r\n\r\n--inner\r\n\r\nx\r\n--inner--', field('password', 'x')]), type(b)],
-      ['2000 part headers', multipart(b, [`${Array.from({ length: 2000 }, (_, i) => `X-H${i}: v`).join('\r\n')}\r\n${field('username', 'a')}`, field('password', 'x')]), type(b)],
-      ['part header of 100k', multipart(b, [`X-Big: ${'h'.repeat(100_000)}\r\n${field('username', 'a')}`, field('password', 'x')]), type(b)],
-      ['garbage between parts', `--${b}\r\n${field('username', 'a')}\r\ngarbage--${b}x\r\n--${b}\r\n${field('password', 'x')}\r\n--${b}--\r\n`, type(b)],
+      [
+        'invalid UTF-8 in value',
+        Buffer.concat([
+          Buffer.from(`--${b}\r\n${field('username', '')}`),
+          Buffer.from([0xff, 0xed, 0xa0, 0x80]),
+          Buffer.from(`\r\n--${b}\r\n${field('password', 'x')}\r\n--${b}--\r\n`),
+        ]),
+        type(b),
+      ],
+      [
+        'nested multipart/mixed',
+        multipart(b, [
+          'Content-Disposition: form-data; name="username"\r\nContent-Type: multipart/mixed; boundary=inner\r\n\r\n--inner\r\n\r\nx\r\n--inner--',
+          field('password', 'x'),
+        ]),
+        type(b),
+      ],
+      [
+        '2000 part headers',
+        multipart(b, [
+          `${Array.from({ length: 2000 }, (_, i) => `X-H${i}: v`).join('\r\n')}\r\n${field('username', 'a')}`,
+          field('password', 'x'),
+        ]),
+        type(b),
+      ],
+      [
+        'part header of 100k',
+        multipart(b, [`X-Big: ${'h'.repeat(100_000)}\r\n${field('username', 'a')}`, field('password', 'x')]),
+        type(b),
+      ],
+      [
+        'garbage between parts',
+        `--${b}\r\n${field('username', 'a')}\r\ngarbage--${b}x\r\n--${b}\r\n${field('password', 'x')}\r\n--${b}--\r\n`,
+        type(b),
+      ],
     ];
     for (const [label, payload, contentType, expect] of multiparts) {
       cases.push({ ...login(`multipart ${label}`, payload, contentType), ...(expect ? { expect } : {}) });
     }
     for (const [i, text] of samples(hostileString(40), seed + 2, 20).entries()) {
-      cases.push(login(`multipart random username #${i} ${describe(text)}`, multipart(b, [field('username', text), field('password', 'x')]), type(b)));
+      cases.push(
+        login(
+          `multipart random username #${i} ${describe(text)}`,
+          multipart(b, [field('username', text), field('password', 'x')]),
+          type(b),
+        ),
+      );
     }
     return cases;
   },

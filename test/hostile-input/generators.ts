@@ -15,4 +15,14 @@ import type { Family } from './common.js';
 
 export type { HostileCase, Subjects } from './common.js';
 
-export const FAMILIES: readonly Family[] = [jsonBodies, contentTypes, forms, queryStrings, paths, headers, methods, rawHttp, unstorableText];
+export const FAMILIES: readonly Family[] = [
+  jsonBodies,
+  contentTypes,
+  forms,
+  queryStrings,
+  paths,
+  headers,
+  methods,
+  rawHttp,
+  unstorableText,
+];

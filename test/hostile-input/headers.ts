@@ -14,7 +14,8 @@ function rawToken(header: string, payload: string, secret = TEST_JWT_SECRET): st
 function authorizations(s: Subjects): [string, string | null, boolean?][] {
   const sub = String(s.userId);
   const now = Math.floor(Date.now() / 1000);
-  const access = (claims: Record<string, unknown>, options?: { alg?: string; secret?: string }) => craftToken({ sub, typ: 'access', ...claims }, options);
+  const access = (claims: Record<string, unknown>, options?: { alg?: string; secret?: string }) =>
+    craftToken({ sub, typ: 'access', ...claims }, options);
   const header = '{"alg":"HS256","typ":"JWT"}';
   const payload = (fields: string) => `{"iat":${now},"exp":${now + 900},"typ":"access","jti":"${jti()}",${fields}}`;
   return [
@@ -98,7 +99,8 @@ function securedRequests(s: Subjects): Omit<HostileCase, 'label'>[] {
 /** Authorization variants on every secured operation; other headers (forwarding, conditionals, negotiation, framing) on a few. */
 export const headers: Family = {
   name: 'headers',
-  about: 'Authorization: missing, odd schemes and spacing, alg=none, HS512, wrong secret, expired, wrong typ, sub huge/negative/float/non-string, odd jti, huge; X-Forwarded-For, If-None-Match/If-Match, Accept, Content-Length, Transfer-Encoding junk',
+  about:
+    'Authorization: missing, odd schemes and spacing, alg=none, HS512, wrong secret, expired, wrong typ, sub huge/negative/float/non-string, odd jti, huge; X-Forwarded-For, If-None-Match/If-Match, Accept, Content-Length, Transfer-Encoding junk',
   cases(s) {
     const cases: HostileCase[] = [];
     for (const [label, value, unauthenticated] of authorizations(s)) {
@@ -118,7 +120,14 @@ export const headers: Family = {
       ['access token as refresh token', s.accessToken],
     ];
     for (const [label, token] of refreshLike) {
-      cases.push({ label: `refresh with ${label}`, method: 'POST', url: '/api/auth/refresh', headers: JSON_HEADERS, payload: toJson({ refresh_token: token }), expect: [401] });
+      cases.push({
+        label: `refresh with ${label}`,
+        method: 'POST',
+        url: '/api/auth/refresh',
+        headers: JSON_HEADERS,
+        payload: toJson({ refresh_token: token }),
+        expect: [401],
+      });
     }
     const resetLike: [string, string][] = [
       ['reset token, sub 100000000000000000000', craftToken({ sub: '100000000000000000000', typ: 'reset' })],
@@ -126,7 +135,14 @@ export const headers: Family = {
       ['reset token, no such user', craftToken({ sub: '999999', typ: 'reset' })],
     ];
     for (const [label, token] of resetLike) {
-      cases.push({ label: `reset with ${label}`, method: 'POST', url: '/api/auth/reset-password', headers: JSON_HEADERS, payload: toJson({ token, password: 'new-password-123' }), expect: [400] });
+      cases.push({
+        label: `reset with ${label}`,
+        method: 'POST',
+        url: '/api/auth/reset-password',
+        headers: JSON_HEADERS,
+        payload: toJson({ token, password: 'new-password-123' }),
+        expect: [400],
+      });
     }
 
     const odd: [string, Record<string, string>][] = [
@@ -182,15 +198,34 @@ export const headers: Family = {
     const targets: Omit<HostileCase, 'label'>[] = [
       { method: 'GET', url: '/api/contacts/?limit=5', headers: bearerHeader(s.accessToken) },
       { method: 'GET', url: `/api/contacts/${s.contactId}`, headers: bearerHeader(s.accessToken) },
-      { method: 'POST', url: '/api/contacts/', headers: { ...bearerHeader(s.accessToken), ...JSON_HEADERS }, payload: toJson(contactBody()) },
-      { method: 'PATCH', url: `/api/contacts/${s.contactId}`, headers: { ...bearerHeader(s.accessToken), ...JSON_HEADERS }, payload: '{"last_name":"Doe"}' },
-      { method: 'POST', url: '/api/auth/login', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: `username=${s.username}&password=wrong-password` },
+      {
+        method: 'POST',
+        url: '/api/contacts/',
+        headers: { ...bearerHeader(s.accessToken), ...JSON_HEADERS },
+        payload: toJson(contactBody()),
+      },
+      {
+        method: 'PATCH',
+        url: `/api/contacts/${s.contactId}`,
+        headers: { ...bearerHeader(s.accessToken), ...JSON_HEADERS },
+        payload: '{"last_name":"Doe"}',
+      },
+      {
+        method: 'POST',
+        url: '/api/auth/login',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: `username=${s.username}&password=wrong-password`,
+      },
       { method: 'GET', url: '/healthz' },
     ];
     for (const target of targets) {
       const withBody = target.payload !== undefined;
       for (const [label, extra] of [...odd, ...(withBody ? framing : [])]) {
-        cases.push({ ...target, label: `${label} on ${target.method} ${target.url.split('?')[0]}`, headers: { ...target.headers, ...extra } });
+        cases.push({
+          ...target,
+          label: `${label} on ${target.method} ${target.url.split('?')[0]}`,
+          headers: { ...target.headers, ...extra },
+        });
       }
     }
     return cases;

@@ -27,7 +27,10 @@ const app = await build(
   // The spec check's reports are collected, so they are asserted apart from the contract breaches.
   // An absolute-form target (`GET http://host/api/...`) is skipped: spec-validator.ts matches on
   // request.url, which keeps the scheme and host there, and reports a mismatch that is not the service's.
-  { teardown: (fn) => t.teardown(fn), fail: (problem) => void (/^response departs from openapi\.yaml: \S+ https?:\/\//.test(problem) || specProblems.push(problem)) },
+  {
+    teardown: (fn) => t.teardown(fn),
+    fail: (problem) => void (/^response departs from openapi\.yaml: \S+ https?:\/\//.test(problem) || specProblems.push(problem)),
+  },
   {
     env: {
       RATE_LIMIT_ANON_PER_MIN: '1000000',
@@ -43,7 +46,12 @@ const { port } = app.server.address() as net.AddressInfo;
 const session = await loggedInUser(app);
 const other = await createUser(app);
 const createAs = async (token: string) => {
-  const res = await app.inject({ method: 'POST', url: '/api/contacts/', headers: { authorization: `Bearer ${token}` }, payload: contactBody() });
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/contacts/',
+    headers: { authorization: `Bearer ${token}` },
+    payload: contactBody(),
+  });
   if (res.statusCode !== 201) throw new Error(`create failed: ${res.statusCode} ${res.body}`);
   return res.json<{ id: number }>().id;
 };
@@ -69,7 +77,12 @@ interface Answer {
 
 async function send(c: HostileCase): Promise<Answer> {
   if (c.raw) return sendRaw(c.raw);
-  const res = await app.inject({ method: c.method as 'GET', url: c.url, headers: c.headers ?? {}, ...(c.payload === undefined ? {} : { payload: c.payload }) });
+  const res = await app.inject({
+    method: c.method as 'GET',
+    url: c.url,
+    headers: c.headers ?? {},
+    ...(c.payload === undefined ? {} : { payload: c.payload }),
+  });
   return { status: res.statusCode, contentType: String(res.headers['content-type'] ?? ''), body: res.body };
 }
 
@@ -114,7 +127,9 @@ function parseResponse(bytes: Buffer, closed = true): Answer | null {
     if (headEnd === -1) return closed && rest.length > 0 ? { status: null, contentType: '', body: rest.toString('latin1') } : null;
     const [statusLine = '', ...lines] = rest.subarray(0, headEnd).toString('latin1').split('\r\n');
     const status = Number(/^HTTP\/\d\.\d (\d{3})/.exec(statusLine)?.[1] ?? NaN);
-    const headers = new Map(lines.map((line) => [line.slice(0, line.indexOf(':')).trim().toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]));
+    const headers = new Map(
+      lines.map((line) => [line.slice(0, line.indexOf(':')).trim().toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]),
+    );
     const body = rest.subarray(headEnd + 4);
     if (status >= 100 && status < 200) {
       rest = body;
@@ -167,7 +182,11 @@ function breach(c: HostileCase, answer: Answer): string | null {
     return 'error body is not valid JSON';
   }
   const isDetail =
-    typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) && Object.keys(parsed).join() === 'detail' && typeof (parsed as { detail: unknown }).detail === 'string';
+    typeof parsed === 'object' &&
+    parsed !== null &&
+    !Array.isArray(parsed) &&
+    Object.keys(parsed).join() === 'detail' &&
+    typeof (parsed as { detail: unknown }).detail === 'string';
   if (!isDetail) return 'error body is not exactly {"detail": "<string>"}';
   if (/\bat .+:\d+:\d+|node_modules|\bstack\b/i.test(answer.body)) return 'detail leaks internals';
   return null;
@@ -222,11 +241,18 @@ for (const family of FAMILIES) {
       return why ? [{ c, answer: answers[i]!, why }] : [];
     });
     const silent = answers.filter((a) => a.status === null).length;
-    t.comment(`${family.name}: ${cases.length} requests (${family.about}) in ${Date.now() - started} ms${silent ? `; ${silent} closed without an answer` : ''}`);
+    t.comment(
+      `${family.name}: ${cases.length} requests (${family.about}) in ${Date.now() - started} ms${silent ? `; ${silent} closed without an answer` : ''}`,
+    );
     const groups = groupBreaches(found);
-    t.equal(found.length, 0, `${family.name}: ${found.length} of ${cases.length} requests broke the contract, ${groups.length} distinct answers`, {
-      breaches: groups,
-    });
+    t.equal(
+      found.length,
+      0,
+      `${family.name}: ${found.length} of ${cases.length} requests broke the contract, ${groups.length} distinct answers`,
+      {
+        breaches: groups,
+      },
+    );
   });
 }
 
@@ -243,6 +269,8 @@ t.test('every routed answer agrees with openapi.yaml', async (t) => {
     entry.count++;
     kinds.set(kind, entry);
   }
-  const listed = [...kinds.entries()].sort((a, b) => b[1].count - a[1].count).map(([kind, { count, example }]) => `${count} × ${kind}\n    e.g. ${example}`);
+  const listed = [...kinds.entries()]
+    .sort((a, b) => b[1].count - a[1].count)
+    .map(([kind, { count, example }]) => `${count} × ${kind}\n    e.g. ${example}`);
   t.equal(specProblems.length, 0, `${specProblems.length} answers depart from openapi.yaml, ${kinds.size} kinds`, { departures: listed });
 });

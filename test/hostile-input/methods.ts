@@ -7,7 +7,8 @@ const DECLARABLE = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 /** HEAD, OPTIONS (bare and as CORS preflights) and unusual verbs on every path, and the declarable verbs each path lacks. */
 export const methods: Family = {
   name: 'methods',
-  about: 'HEAD, OPTIONS (bare, preflight, preflight from another origin), TRACE, WebDAV verbs, QUERY on every path; verbs a path does not declare',
+  about:
+    'HEAD, OPTIONS (bare, preflight, preflight from another origin), TRACE, WebDAV verbs, QUERY on every path; verbs a path does not declare',
   cases(s) {
     const declared: Record<string, readonly string[]> = {
       '/api/auth/register': ['POST'],
@@ -38,8 +39,18 @@ export const methods: Family = {
         cases.push({ label: `${method} ${url}`, method, url, headers: auth });
       }
       cases.push({ label: `HEAD ${url} without token`, method: 'HEAD', url });
-      cases.push({ label: `OPTIONS ${url} preflight`, method: 'OPTIONS', url, headers: { origin: 'http://app.test', 'access-control-request-method': 'POST' } });
-      cases.push({ label: `OPTIONS ${url} preflight from another origin`, method: 'OPTIONS', url, headers: { origin: 'http://evil.example', 'access-control-request-method': 'DELETE' } });
+      cases.push({
+        label: `OPTIONS ${url} preflight`,
+        method: 'OPTIONS',
+        url,
+        headers: { origin: 'http://app.test', 'access-control-request-method': 'POST' },
+      });
+      cases.push({
+        label: `OPTIONS ${url} preflight from another origin`,
+        method: 'OPTIONS',
+        url,
+        headers: { origin: 'http://evil.example', 'access-control-request-method': 'DELETE' },
+      });
       cases.push({ label: `OPTIONS ${url} with Origin only`, method: 'OPTIONS', url, headers: { origin: 'http://app.test' } });
       for (const method of DECLARABLE.filter((m) => !allowed.includes(m))) {
         cases.push({ label: `${method} ${url} (not declared)`, method, url, headers: { ...auth, ...JSON_HEADERS }, payload: '{}' });

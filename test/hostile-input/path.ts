@@ -60,8 +60,22 @@ export const paths: Family = {
     for (const id of [...contactIds(s.contactId), String(s.otherContactId)]) {
       const url = `/api/contacts/${id}`;
       cases.push({ label: `get id ${describe(id)}`, method: 'GET', url, headers: auth, ...expectFor(id) });
-      cases.push({ label: `put id ${describe(id)}`, method: 'PUT', url, headers: { ...auth, ...JSON_HEADERS }, payload: toJson(contactBody()), ...expectFor(id) });
-      cases.push({ label: `patch id ${describe(id)}`, method: 'PATCH', url, headers: { ...auth, ...JSON_HEADERS }, payload: '{"first_name":"Pat"}', ...expectFor(id) });
+      cases.push({
+        label: `put id ${describe(id)}`,
+        method: 'PUT',
+        url,
+        headers: { ...auth, ...JSON_HEADERS },
+        payload: toJson(contactBody()),
+        ...expectFor(id),
+      });
+      cases.push({
+        label: `patch id ${describe(id)}`,
+        method: 'PATCH',
+        url,
+        headers: { ...auth, ...JSON_HEADERS },
+        payload: '{"first_name":"Pat"}',
+        ...expectFor(id),
+      });
     }
     // DELETE aims at the spare contact: the first spelling that reaches it removes it, the rest meet a 404.
     for (const id of [...contactIds(s.spareContactId), String(s.otherContactId)]) {

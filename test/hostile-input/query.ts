@@ -162,11 +162,33 @@ function filterTricks(): string[] {
 
 /** Filter expressions from a small grammar with hostile pieces, then mangled. */
 function generatedFilters(seed: number, count: number): string[] {
-  const fieldArb = fc.constantFrom('first_name', 'last_name', 'email', 'phone', 'birthday', 'created_at', 'updated_at', 'nickname', 'First_Name', '', '__proto__');
+  const fieldArb = fc.constantFrom(
+    'first_name',
+    'last_name',
+    'email',
+    'phone',
+    'birthday',
+    'created_at',
+    'updated_at',
+    'nickname',
+    'First_Name',
+    '',
+    '__proto__',
+  );
   const opArb = fc.constantFrom('eq', 'in_', 'like', 'ilike', 'startswith', 'endswith', 'contains', 'gt', 'lt', 'between', 'gte', '');
   const valueArb = fc.oneof(
     hostileString(12),
-    fc.constantFrom('1990-01-01', '2025-01-01T10:00:00Z', '1990-13-01', '["a","b"]', '["a"', '1990-01-01,1991-01-01', '+1 (415)', '%', '\\%'),
+    fc.constantFrom(
+      '1990-01-01',
+      '2025-01-01T10:00:00Z',
+      '1990-13-01',
+      '["a","b"]',
+      '["a"',
+      '1990-01-01,1991-01-01',
+      '+1 (415)',
+      '%',
+      '\\%',
+    ),
     fc.array(hostileString(4), { maxLength: 3 }).map((items) => JSON.stringify(items)),
   );
   const condition = fc.oneof(
@@ -184,26 +206,61 @@ function generatedFilters(seed: number, count: number): string[] {
 /** Query strings on every operation that reads one: numbers, filters, tokens, repeated and unknown parameters. */
 export const queryStrings: Family = {
   name: 'query strings',
-  about: 'skip, limit, time_range with 1e400/Infinity/NaN/hex/overflow; the filter language with unterminated lists, 10k conditions, lone %, invalid percent-encoding, %00, surrogate encodings; verify and reset tokens',
+  about:
+    'skip, limit, time_range with 1e400/Infinity/NaN/hex/overflow; the filter language with unterminated lists, 10k conditions, lone %, invalid percent-encoding, %00, surrogate encodings; verify and reset tokens',
   cases(s, seed) {
     const auth = bearerHeader(s.accessToken);
-    const get = (label: string, url: string, headers: Record<string, string> = auth): HostileCase => ({ label, method: 'GET', url, headers });
+    const get = (label: string, url: string, headers: Record<string, string> = auth): HostileCase => ({
+      label,
+      method: 'GET',
+      url,
+      headers,
+    });
     const cases: HostileCase[] = [];
     for (const value of NUMBERS) {
       const expect = INFINITE.has(value) ? { expect: [422] } : {};
-      for (const [name, path] of [['list', '/api/contacts/'], ['upcoming', '/api/contacts/get-upcoming-birthday']] as const) {
+      for (const [name, path] of [
+        ['list', '/api/contacts/'],
+        ['upcoming', '/api/contacts/get-upcoming-birthday'],
+      ] as const) {
         for (const param of name === 'list' ? ['skip', 'limit'] : ['skip', 'limit', 'time_range']) {
           cases.push({ ...get(`${name} ${param}=${describe(value)}`, `${path}?${param}=${value}`), ...expect });
         }
       }
     }
-    const shapes = ['skip=1&skip=2', 'skip[]=1', 'skip[a]=1', 'skip', '=1', '&&&', ';', 'a=%', 'foo=1', 'skip=0&limit=1000&query=smith&extra=1', 'limit=1&limit=1000', '__proto__=1', 'constructor=1', 'query', 'query=', 'query=&query=smith', 'query[]=smith', `query=${'a'.repeat(100_000)}`, 'skip=1#frag', '?skip=1', 'skip=1&&limit=2', 'SKIP=1', 'skip%00=1', '%73kip=1'];
+    const shapes = [
+      'skip=1&skip=2',
+      'skip[]=1',
+      'skip[a]=1',
+      'skip',
+      '=1',
+      '&&&',
+      ';',
+      'a=%',
+      'foo=1',
+      'skip=0&limit=1000&query=smith&extra=1',
+      'limit=1&limit=1000',
+      '__proto__=1',
+      'constructor=1',
+      'query',
+      'query=',
+      'query=&query=smith',
+      'query[]=smith',
+      `query=${'a'.repeat(100_000)}`,
+      'skip=1#frag',
+      '?skip=1',
+      'skip=1&&limit=2',
+      'SKIP=1',
+      'skip%00=1',
+      '%73kip=1',
+    ];
     for (const shape of shapes) {
       cases.push(get(`list ?${shape.slice(0, 40)}`, `/api/contacts/?${shape}`));
       cases.push(get(`upcoming ?${shape.slice(0, 40)}`, `/api/contacts/get-upcoming-birthday?${shape}`));
     }
     for (const query of filterTricks()) cases.push(get(`filter ${describe(decodeSafely(query))}`, `/api/contacts/?query=${query}`));
-    for (const query of generatedFilters(seed, 200)) cases.push(get(`generated filter ${describe(decodeSafely(query))}`, `/api/contacts/?query=${query}&limit=5`));
+    for (const query of generatedFilters(seed, 200))
+      cases.push(get(`generated filter ${describe(decodeSafely(query))}`, `/api/contacts/?query=${query}&limit=5`));
     for (const query of ['smith', 'first_name:eq:a']) {
       for (const value of ['1e400', '-1', 'Infinity']) {
         cases.push({ ...get(`filter and skip=${value}`, `/api/contacts/?query=${query}&skip=${value}&limit=10`), expect: [422] });
@@ -238,7 +295,8 @@ export const queryStrings: Family = {
     for (const shape of ['', 'token', 'tok=1', 'token=a&extra=1', '%%%']) {
       cases.push(get(`verify-email ?${shape}`, `/api/auth/verify-email?${shape}`, {}));
       cases.push(get(`reset page ?${shape}`, `/reset-password?${shape}`, {}));
-      for (const path of ['/healthz', '/readyz', '/openapi.json', '/openapi.yaml']) cases.push(get(`${path} ?${shape}`, `${path}?${shape}`, {}));
+      for (const path of ['/healthz', '/readyz', '/openapi.json', '/openapi.yaml'])
+        cases.push(get(`${path} ?${shape}`, `${path}?${shape}`, {}));
     }
     return cases;
   },

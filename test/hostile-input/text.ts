@@ -7,7 +7,8 @@ import { bearerHeader, type Family, type HostileCase, jsonCase, jsonOperations, 
  */
 export const unstorableText: Family = {
   name: 'unstorable text',
-  about: 'NUL and unpaired UTF-16 surrogates in every string field, additional_data values and keys, and query values of otherwise valid requests must be 422',
+  about:
+    'NUL and unpaired UTF-16 surrogates in every string field, additional_data values and keys, and query values of otherwise valid requests must be 422',
   cases(s) {
     const texts: [string, string][] = [
       ['NUL', 'a\u0000b'],
@@ -26,7 +27,14 @@ export const unstorableText: Family = {
         for (const [label, text] of texts) {
           const body = op.body();
           // Where a format applies, keep the rest of the value valid so only the bad text is wrong.
-          const value = f === 'email' ? `a${text}@example.com` : f === 'phone' ? `+1415555${text}0123` : f === 'birthday' ? `1990-01-0${text}` : `${String(body[f] ?? 'x')}${text}`;
+          const value =
+            f === 'email'
+              ? `a${text}@example.com`
+              : f === 'phone'
+                ? `+1415555${text}0123`
+                : f === 'birthday'
+                  ? `1990-01-0${text}`
+                  : `${String(body[f] ?? 'x')}${text}`;
           cases.push({ ...jsonCase(s, op, `${label} in ${f}`, toJson({ ...body, [f]: value })), expect: unprocessable });
         }
       }
@@ -39,7 +47,10 @@ export const unstorableText: Family = {
             ['array element', { list: ['ok', text] }],
           ];
           for (const [where, value] of variants) {
-            cases.push({ ...jsonCase(s, op, `${label} as additional_data ${where}`, toJson({ ...op.body(), additional_data: value })), expect: unprocessable });
+            cases.push({
+              ...jsonCase(s, op, `${label} as additional_data ${where}`, toJson({ ...op.body(), additional_data: value })),
+              expect: unprocessable,
+            });
           }
         }
       }
@@ -47,7 +58,13 @@ export const unstorableText: Family = {
     const auth = bearerHeader(s.accessToken);
     for (const [label, text] of texts) {
       const inList = encodeURIComponent(`first_name:in_:${JSON.stringify([text])}`);
-      cases.push({ label: `${label} in an in_ list`, method: 'GET', url: `/api/contacts/?query=${inList}`, headers: auth, expect: [400, 422] });
+      cases.push({
+        label: `${label} in an in_ list`,
+        method: 'GET',
+        url: `/api/contacts/?query=${inList}`,
+        headers: auth,
+        expect: [400, 422],
+      });
     }
     for (const [label, url] of [
       ['%00 in a filter value', '/api/contacts/?query=first_name:eq:a%00b'],

@@ -80,36 +80,45 @@ t.test('memory cache: an answer over maxAnswerBytes is not kept; a user keeps us
   t.ok((await cache.read(1, 'c')).answer, 'and its bytes are free again');
 });
 
-t.test('redis cache: an answer over maxAnswerBytes is not stored; a user stores userBytes at most, freed as answers expire', onlyWithRedis, async (t) => {
-  const client = new Redis(REDIS_URL);
-  t.teardown(() => client.quit());
-  const prefix = privatePrefix(t, client, 'cache-budget');
-  let clock = Date.now();
-  // An answer takes its stored text (expiry, headers and body), its key twice and 256 bytes: about 1,400 here.
-  const cache = redisCache(client, prefix, recordingLogger().log, { maxAnswerBytes: 1_000, userBytes: 3_000 }, () => clock);
-  t.teardown(() => cache.stop());
-  const answerKeys = async (user: number) => (await client.keys(`${prefix}{u${user}}:a:*`)).sort();
-  const page = 'x'.repeat(1_000);
-  await cache.write(1, 'big', 0, answer(`${page}x`), 10_000);
-  t.same(await answerKeys(1), [], '1,001 bytes: not stored');
-  await cache.write(1, 'a', 0, answer(page), 10_000);
-  await cache.write(1, 'b', 0, answer(page), 20_000);
-  await cache.write(1, 'c', 0, answer(page), 20_000);
-  t.same(await answerKeys(1), [`${prefix}{u1}:a:0:a`, `${prefix}{u1}:a:0:b`], 'two answers fit, a third would not');
-  const bytes = Number(await client.get(`${prefix}{u1}:bytes`));
-  t.ok(bytes > 2_000 && bytes <= 3_000, `the user's byte count (${bytes}) is what is stored`);
-  await cache.write(1, 'b', 0, answer(page), 20_000);
-  t.equal(Number(await client.get(`${prefix}{u1}:bytes`)), bytes, 'writing a stored answer again counts it once');
-  await cache.write(2, 'c', 0, answer(page), 20_000);
-  t.same(await answerKeys(2), [`${prefix}{u2}:a:0:c`], "another user's budget is their own");
-  clock += 10_001;
-  await cache.write(1, 'c', 0, answer(page), 20_000);
-  t.ok((await answerKeys(1)).includes(`${prefix}{u1}:a:0:c`), 'once the first answer has expired its bytes are free again');
-  t.ok((await client.pttl(`${prefix}{u1}:ledger`)) > MAX_TTL_MS - 60_000, 'the ledger lives as long as the longest answer');
-});
+t.test(
+  'redis cache: an answer over maxAnswerBytes is not stored; a user stores userBytes at most, freed as answers expire',
+  onlyWithRedis,
+  async (t) => {
+    const client = new Redis(REDIS_URL);
+    t.teardown(() => client.quit());
+    const prefix = privatePrefix(t, client, 'cache-budget');
+    let clock = Date.now();
+    // An answer takes its stored text (expiry, headers and body), its key twice and 256 bytes: about 1,400 here.
+    const cache = redisCache(client, prefix, recordingLogger().log, { maxAnswerBytes: 1_000, userBytes: 3_000 }, () => clock);
+    t.teardown(() => cache.stop());
+    const answerKeys = async (user: number) => (await client.keys(`${prefix}{u${user}}:a:*`)).sort();
+    const page = 'x'.repeat(1_000);
+    await cache.write(1, 'big', 0, answer(`${page}x`), 10_000);
+    t.same(await answerKeys(1), [], '1,001 bytes: not stored');
+    await cache.write(1, 'a', 0, answer(page), 10_000);
+    await cache.write(1, 'b', 0, answer(page), 20_000);
+    await cache.write(1, 'c', 0, answer(page), 20_000);
+    t.same(await answerKeys(1), [`${prefix}{u1}:a:0:a`, `${prefix}{u1}:a:0:b`], 'two answers fit, a third would not');
+    const bytes = Number(await client.get(`${prefix}{u1}:bytes`));
+    t.ok(bytes > 2_000 && bytes <= 3_000, `the user's byte count (${bytes}) is what is stored`);
+    await cache.write(1, 'b', 0, answer(page), 20_000);
+    t.equal(Number(await client.get(`${prefix}{u1}:bytes`)), bytes, 'writing a stored answer again counts it once');
+    await cache.write(2, 'c', 0, answer(page), 20_000);
+    t.same(await answerKeys(2), [`${prefix}{u2}:a:0:c`], "another user's budget is their own");
+    clock += 10_001;
+    await cache.write(1, 'c', 0, answer(page), 20_000);
+    t.ok((await answerKeys(1)).includes(`${prefix}{u1}:a:0:c`), 'once the first answer has expired its bytes are free again');
+    t.ok((await client.pttl(`${prefix}{u1}:ledger`)) > MAX_TTL_MS - 60_000, 'the ledger lives as long as the longest answer');
+  },
+);
 
 t.test('redis cache with Redis refusing connections: no answers, no generation, one warning, no throws', async (t) => {
-  const client = new Redis('redis://127.0.0.1:6390', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  const client = new Redis('redis://127.0.0.1:6390', {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
   t.teardown(() => client.disconnect());
   client.on('error', () => {});
   await client.connect().catch(() => undefined);
@@ -119,7 +128,11 @@ t.test('redis cache with Redis refusing connections: no answers, no generation, 
   t.same(await cache.read(1, 'k'), { answer: undefined, generation: null }, 'an unknown generation tells the caller not to cache');
   await cache.write(1, 'k', 0, answer('[]'), 1000);
   t.same(await cache.read(1, 'k'), { answer: undefined, generation: null });
-  t.same(lines.map(([level, , message]) => [level, message]), [['warn', 'redis cache unavailable; answering from the database']], 'one warning for the outage');
+  t.same(
+    lines.map(([level, , message]) => [level, message]),
+    [['warn', 'redis cache unavailable; answering from the database']],
+    'one warning for the outage',
+  );
 });
 
 t.test('redis cache on a live Redis: one round trip per read, shared by every instance', onlyWithRedis, async (t) => {
@@ -143,7 +156,11 @@ t.test('redis cache on a live Redis: one round trip per read, shared by every in
 
   await b.invalidate(7);
   t.equal(await client.ttl(`${prefix}{u7}:g`), -1, 'generations never expire, so an old generation cannot come back');
-  t.same(await a.read(7, 'k'), { answer: undefined, generation: first + 1 }, "the instance holding the answer in memory sees the other's invalidation");
+  t.same(
+    await a.read(7, 'k'),
+    { answer: undefined, generation: first + 1 },
+    "the instance holding the answer in memory sees the other's invalidation",
+  );
 
   // Redis loses the generation (restarted empty): it starts again above the old one, so the answer A
   // still holds in memory for `first` can never match.
@@ -167,36 +184,47 @@ t.test('redis cache on a live Redis: one round trip per read, shared by every in
   t.same(lines, []);
 });
 
-t.test('redis cache: a failed invalidation bypasses that user for the longest TTL, so an old generation is never served', onlyWithRedis, async (t) => {
-  // Configured like plugins/redis.ts: no offline queue, so a command on a dropped connection fails at once.
-  const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
-  await client.connect();
-  t.teardown(() => client.quit());
-  const prefix = privatePrefix(t, client, 'cache-bump');
-  let clock = Date.now();
-  const { log, lines } = recordingLogger();
-  const cache = redisCache(client, prefix, log, roomy, () => clock);
-  t.teardown(() => cache.stop());
-  const before = (await cache.read(1, 'k')).generation!;
-  await cache.write(1, 'k', before, answer('"before the write"'), MAX_TTL_MS);
+t.test(
+  'redis cache: a failed invalidation bypasses that user for the longest TTL, so an old generation is never served',
+  onlyWithRedis,
+  async (t) => {
+    // Configured like plugins/redis.ts: no offline queue, so a command on a dropped connection fails at once.
+    const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    await client.connect();
+    t.teardown(() => client.quit());
+    const prefix = privatePrefix(t, client, 'cache-bump');
+    let clock = Date.now();
+    const { log, lines } = recordingLogger();
+    const cache = redisCache(client, prefix, log, roomy, () => clock);
+    t.teardown(() => cache.stop());
+    const before = (await cache.read(1, 'k')).generation!;
+    await cache.write(1, 'k', before, answer('"before the write"'), MAX_TTL_MS);
 
-  // The connection drops exactly while the write invalidates, then comes back.
-  client.disconnect();
-  await once(client, 'end');
-  await cache.invalidate(1);
-  await client.connect();
-  t.same(lines.map(([level, , message]) => [level, message]), [['warn', 'redis cache unavailable; answering from the database']]);
-  t.equal(await client.get(`${prefix}{u1}:g`), String(before), 'the generation really did not move');
+    // The connection drops exactly while the write invalidates, then comes back.
+    client.disconnect();
+    await once(client, 'end');
+    await cache.invalidate(1);
+    await client.connect();
+    t.same(
+      lines.map(([level, , message]) => [level, message]),
+      [['warn', 'redis cache unavailable; answering from the database']],
+    );
+    t.equal(await client.get(`${prefix}{u1}:g`), String(before), 'the generation really did not move');
 
-  t.same(await cache.read(1, 'k'), { answer: undefined, generation: null }, 'so the user bypasses the cache');
-  t.not((await cache.read(2, 'k')).generation, null, 'other users are unaffected');
-  await new Promise((resolve) => setTimeout(resolve, 1_100));
-  t.same(lines.at(-1)?.slice(0, 2), ['info', 'redis cache available again'], 'and Redis answering again is said once, a settled second later');
-  clock += MAX_TTL_MS - 1;
-  t.equal((await cache.read(1, 'k')).generation, null, 'until every answer from before the failed invalidation has expired');
-  clock += 1;
-  t.equal((await cache.read(1, 'k')).generation, before, 'then Redis decides again');
-});
+    t.same(await cache.read(1, 'k'), { answer: undefined, generation: null }, 'so the user bypasses the cache');
+    t.not((await cache.read(2, 'k')).generation, null, 'other users are unaffected');
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    t.same(
+      lines.at(-1)?.slice(0, 2),
+      ['info', 'redis cache available again'],
+      'and Redis answering again is said once, a settled second later',
+    );
+    clock += MAX_TTL_MS - 1;
+    t.equal((await cache.read(1, 'k')).generation, null, 'until every answer from before the failed invalidation has expired');
+    clock += 1;
+    t.equal((await cache.read(1, 'k')).generation, before, 'then Redis decides again');
+  },
+);
 
 t.test('redis cache: answers never outlive the bypass of a failed invalidation', onlyWithRedis, async (t) => {
   const client = new Redis(REDIS_URL);

@@ -167,14 +167,34 @@ t.test('a bad value stops loadConfig with a message naming the variable', async 
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL', /^LOG_LEVEL /],
     [{ RATE_LIMIT_ANON_PER_MIN: '0' }, 'RATE_LIMIT_ANON_PER_MIN', /^RATE_LIMIT_ANON_PER_MIN /],
     [{ RATE_LIMIT_ME_PER_MIN: 'five' }, 'RATE_LIMIT_ME_PER_MIN', /^RATE_LIMIT_ME_PER_MIN /],
-    [{ RATE_LIMIT_IMPORT_PER_MIN: '0' }, 'RATE_LIMIT_IMPORT_PER_MIN', /^RATE_LIMIT_IMPORT_PER_MIN must be a whole number from 1 to 1000000, got '0'$/],
+    [
+      { RATE_LIMIT_IMPORT_PER_MIN: '0' },
+      'RATE_LIMIT_IMPORT_PER_MIN',
+      /^RATE_LIMIT_IMPORT_PER_MIN must be a whole number from 1 to 1000000, got '0'$/,
+    ],
     [{ RATE_LIMIT_EXPORT_PER_MIN: 'ten' }, 'RATE_LIMIT_EXPORT_PER_MIN', /^RATE_LIMIT_EXPORT_PER_MIN /],
     [{ RATE_LIMIT_SYNC_PER_MIN: '-1' }, 'RATE_LIMIT_SYNC_PER_MIN', /^RATE_LIMIT_SYNC_PER_MIN /],
     [{ RATE_LIMIT_AVATAR_PER_MIN: '1000001' }, 'RATE_LIMIT_AVATAR_PER_MIN', /^RATE_LIMIT_AVATAR_PER_MIN /],
-    [{ EXPORT_CONCURRENT_PER_USER: '0' }, 'EXPORT_CONCURRENT_PER_USER', /^EXPORT_CONCURRENT_PER_USER must be a whole number from 1 to 1000, got '0'$/],
-    [{ EXPORT_CONCURRENT_PER_INSTANCE: '0' }, 'EXPORT_CONCURRENT_PER_INSTANCE', /^EXPORT_CONCURRENT_PER_INSTANCE must be a whole number from 1 to 10000, got '0'$/],
-    [{ EXPORT_SPOOL_MAX_BYTES: '1048575' }, 'EXPORT_SPOOL_MAX_BYTES', /^EXPORT_SPOOL_MAX_BYTES must be a whole number from 1048576 to 1099511627776, got '1048575'$/],
-    [{ EXPORT_SEND_TIMEOUT_MS: '99' }, 'EXPORT_SEND_TIMEOUT_MS', /^EXPORT_SEND_TIMEOUT_MS must be a whole number from 100 to 3600000, got '99'$/],
+    [
+      { EXPORT_CONCURRENT_PER_USER: '0' },
+      'EXPORT_CONCURRENT_PER_USER',
+      /^EXPORT_CONCURRENT_PER_USER must be a whole number from 1 to 1000, got '0'$/,
+    ],
+    [
+      { EXPORT_CONCURRENT_PER_INSTANCE: '0' },
+      'EXPORT_CONCURRENT_PER_INSTANCE',
+      /^EXPORT_CONCURRENT_PER_INSTANCE must be a whole number from 1 to 10000, got '0'$/,
+    ],
+    [
+      { EXPORT_SPOOL_MAX_BYTES: '1048575' },
+      'EXPORT_SPOOL_MAX_BYTES',
+      /^EXPORT_SPOOL_MAX_BYTES must be a whole number from 1048576 to 1099511627776, got '1048575'$/,
+    ],
+    [
+      { EXPORT_SEND_TIMEOUT_MS: '99' },
+      'EXPORT_SEND_TIMEOUT_MS',
+      /^EXPORT_SEND_TIMEOUT_MS must be a whole number from 100 to 3600000, got '99'$/,
+    ],
     [{ CONTACTS_MAX_PER_USER: '0' }, 'CONTACTS_MAX_PER_USER', /^CONTACTS_MAX_PER_USER must be a whole number from 1 to 10000000, got '0'$/],
     [{ PASSWORD_HASH: 'argon2' }, 'PASSWORD_HASH', /^PASSWORD_HASH must be one of bcrypt, argon2id, got 'argon2'$/],
     [{ PASSWORD_HASH: 'Bcrypt' }, 'PASSWORD_HASH', /^PASSWORD_HASH /],
@@ -184,17 +204,44 @@ t.test('a bad value stops loadConfig with a message naming the variable', async 
     [{ ARGON2_PARALLELISM: '17' }, 'ARGON2_PARALLELISM', /^ARGON2_PARALLELISM must be a whole number from 1 to 16, got '17'$/],
     [{ PASSWORD_QUEUE_LIMIT: '0' }, 'PASSWORD_QUEUE_LIMIT', /^PASSWORD_QUEUE_LIMIT must be a whole number from 1 to 100000, got '0'$/],
     [{ PASSWORD_QUEUE_LIMIT: 'unbounded' }, 'PASSWORD_QUEUE_LIMIT', /^PASSWORD_QUEUE_LIMIT /],
-    [{ IMPORT_PARSE_TIMEOUT_MS: '0' }, 'IMPORT_PARSE_TIMEOUT_MS', /^IMPORT_PARSE_TIMEOUT_MS must be a whole number from 1 to 600000, got '0'$/],
-    [{ CACHE_MAX_ANSWER_BYTES: '16777217' }, 'CACHE_MAX_ANSWER_BYTES', /^CACHE_MAX_ANSWER_BYTES must be a whole number from 0 to 16777216, got '16777217'$/],
+    [
+      { IMPORT_PARSE_TIMEOUT_MS: '0' },
+      'IMPORT_PARSE_TIMEOUT_MS',
+      /^IMPORT_PARSE_TIMEOUT_MS must be a whole number from 1 to 600000, got '0'$/,
+    ],
+    [
+      { CACHE_MAX_ANSWER_BYTES: '16777217' },
+      'CACHE_MAX_ANSWER_BYTES',
+      /^CACHE_MAX_ANSWER_BYTES must be a whole number from 0 to 16777216, got '16777217'$/,
+    ],
     [{ CACHE_USER_BYTES: '4 MiB' }, 'CACHE_USER_BYTES', /^CACHE_USER_BYTES /],
-    [{ AVATAR_RENDER_QUEUE_LIMIT: '1001' }, 'AVATAR_RENDER_QUEUE_LIMIT', /^AVATAR_RENDER_QUEUE_LIMIT must be a whole number from 0 to 1000, got '1001'$/],
-    [{ PASSWORD_QUEUE_PER_CLIENT: '0' }, 'PASSWORD_QUEUE_PER_CLIENT', /^PASSWORD_QUEUE_PER_CLIENT must be a whole number from 1 to 100000, got '0'$/],
-    [{ RATE_LIMIT_PASSWORD_PER_MIN: '0' }, 'RATE_LIMIT_PASSWORD_PER_MIN', /^RATE_LIMIT_PASSWORD_PER_MIN must be a whole number from 1 to 1000000, got '0'$/],
+    [
+      { AVATAR_RENDER_QUEUE_LIMIT: '1001' },
+      'AVATAR_RENDER_QUEUE_LIMIT',
+      /^AVATAR_RENDER_QUEUE_LIMIT must be a whole number from 0 to 1000, got '1001'$/,
+    ],
+    [
+      { PASSWORD_QUEUE_PER_CLIENT: '0' },
+      'PASSWORD_QUEUE_PER_CLIENT',
+      /^PASSWORD_QUEUE_PER_CLIENT must be a whole number from 1 to 100000, got '0'$/,
+    ],
+    [
+      { RATE_LIMIT_PASSWORD_PER_MIN: '0' },
+      'RATE_LIMIT_PASSWORD_PER_MIN',
+      /^RATE_LIMIT_PASSWORD_PER_MIN must be a whole number from 1 to 1000000, got '0'$/,
+    ],
     [{ SIGN_IN_ACCOUNT_FAILURES: 'ten' }, 'SIGN_IN_ACCOUNT_FAILURES', /^SIGN_IN_ACCOUNT_FAILURES /],
-    [{ SIGN_IN_FAILURE_WINDOW_S: '86401' }, 'SIGN_IN_FAILURE_WINDOW_S', /^SIGN_IN_FAILURE_WINDOW_S must be a whole number from 1 to 86400, got '86401'$/],
+    [
+      { SIGN_IN_FAILURE_WINDOW_S: '86401' },
+      'SIGN_IN_FAILURE_WINDOW_S',
+      /^SIGN_IN_FAILURE_WINDOW_S must be a whole number from 1 to 86400, got '86401'$/,
+    ],
   ];
   for (const [env, name, message] of cases) {
-    const error = await loadConfig({ ...base, ...env }).then(() => null, (e: unknown) => e);
+    const error = await loadConfig({ ...base, ...env }).then(
+      () => null,
+      (e: unknown) => e,
+    );
     t.type(error, ConfigError, `${name}=${Object.values(env)[0]} is refused`);
     t.match((error as Error | null)?.message, message, `${name} is named`);
   }
@@ -202,22 +249,39 @@ t.test('a bad value stops loadConfig with a message naming the variable', async 
 
 t.test('every bad variable is reported at once', async (t) => {
   const dataDir = await tempDir(t);
-  const error = await loadConfig({ DATA_DIR: dataDir, PORT: 'abc', JWT_SECRET: 'short', LOG_LEVEL: 'loud', REDIS_URL: 'http://cache' }).then(
+  const error = await loadConfig({
+    DATA_DIR: dataDir,
+    PORT: 'abc',
+    JWT_SECRET: 'short',
+    LOG_LEVEL: 'loud',
+    REDIS_URL: 'http://cache',
+  }).then(
     () => null,
     (e: unknown) => e,
   );
   t.type(error, ConfigError);
-  t.same((error as ConfigError).problems, [
-    "PORT must be a whole number from 0 to 65535, got 'abc'",
-    "REDIS_URL must use redis: or rediss:, got 'http:'",
-    'JWT_SECRET must be at least 32 characters',
-    "LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got 'loud'",
-  ], 'in the order of the schema (and of docs/configuration.md)');
+  t.same(
+    (error as ConfigError).problems,
+    [
+      "PORT must be a whole number from 0 to 65535, got 'abc'",
+      "REDIS_URL must use redis: or rediss:, got 'http:'",
+      'JWT_SECRET must be at least 32 characters',
+      "LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got 'loud'",
+    ],
+    'in the order of the schema (and of docs/configuration.md)',
+  );
 });
 
 t.test('a blank value is the same as none: the default', async (t) => {
   const dataDir = await tempDir(t);
-  const config = await loadConfig({ DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, PORT: ' ', HOST: '', METRICS_ENABLED: '', TRUST_PROXY: '  ' });
+  const config = await loadConfig({
+    DATA_DIR: dataDir,
+    JWT_SECRET: TEST_JWT_SECRET,
+    PORT: ' ',
+    HOST: '',
+    METRICS_ENABLED: '',
+    TRUST_PROXY: '  ',
+  });
   t.match(config, { port: 3000, host: '127.0.0.1', metricsEnabled: true, trustProxy: false });
 });
 
@@ -231,10 +295,17 @@ t.test('numbers are read as docs/configuration.md says: as Number() reads them',
 t.test('credentials are never echoed in a problem', async (t) => {
   const dataDir = await tempDir(t);
   const problems = async (env: Record<string, string>) =>
-    ((await loadConfig({ DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, ...env }).then(() => null, (e: unknown) => e)) as ConfigError).problems;
+    (
+      (await loadConfig({ DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, ...env }).then(
+        () => null,
+        (e: unknown) => e,
+      )) as ConfigError
+    ).problems;
   t.strictSame(await problems({ DATABASE_URL: 'postgres//contacts:hunter2@db/contacts' }), ['DATABASE_URL must be a URL']);
   t.strictSame(await problems({ REDIS_URL: 'http://:hunter2@cache' }), ["REDIS_URL must use redis: or rediss:, got 'http:'"]);
-  t.strictSame(await problems({ METRICS_TOKEN: 'hunter2 hunter2 hunter2' }), ['METRICS_TOKEN must be 16 to 256 printable characters without spaces']);
+  t.strictSame(await problems({ METRICS_TOKEN: 'hunter2 hunter2 hunter2' }), [
+    'METRICS_TOKEN must be 16 to 256 printable characters without spaces',
+  ]);
   t.strictSame(await problems({ JWT_SECRET: 'hunter2' }), ['JWT_SECRET must be at least 32 characters']);
 });
 
@@ -244,11 +315,19 @@ t.test('the other OTEL_* variables are read only with OTEL_EXPORTER_OTLP_ENDPOIN
   const off = await loadConfig({ DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, ...otel });
   t.equal(off.tracing, null, 'tracing off: values meant for another program are not ours to refuse');
   const on = { DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' };
-  t.strictSame(((await loadConfig({ ...on, ...otel }).then(() => null, (e: unknown) => e)) as ConfigError).problems, [
-    "OTEL_TRACES_SAMPLER must be one of parentbased_always_on, parentbased_always_off, parentbased_traceidratio, always_on, always_off, traceidratio, got 'jaeger_remote'",
-    "OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1, got '2'",
-    "OTEL_BSP_SCHEDULE_DELAY must be a whole number from 0 to 3600000, got 'soon'",
-  ]);
+  t.strictSame(
+    (
+      (await loadConfig({ ...on, ...otel }).then(
+        () => null,
+        (e: unknown) => e,
+      )) as ConfigError
+    ).problems,
+    [
+      "OTEL_TRACES_SAMPLER must be one of parentbased_always_on, parentbased_always_off, parentbased_traceidratio, always_on, always_off, traceidratio, got 'jaeger_remote'",
+      "OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1, got '2'",
+      "OTEL_BSP_SCHEDULE_DELAY must be a whole number from 0 to 3600000, got 'soon'",
+    ],
+  );
   t.strictSame((await loadConfig({ ...on, OTEL_TRACES_SAMPLER_ARG: '.25' })).tracing, {
     endpoint: 'http://collector:4318',
     protocol: 'http/protobuf',
@@ -261,13 +340,25 @@ t.test('the other OTEL_* variables are read only with OTEL_EXPORTER_OTLP_ENDPOIN
 t.test('production refuses placeholder and guessable JWT secrets, naming the variable', async (t) => {
   const dataDir = await tempDir(t);
   const load = (secret: string) => loadConfig({ DATA_DIR: dataDir, NODE_ENV: 'production', JWT_SECRET: secret });
-  const refused = async (secret: string) => ((await load(secret).then(() => null, (e: unknown) => e)) as ConfigError | null)?.problems;
+  const refused = async (secret: string) =>
+    (
+      (await load(secret).then(
+        () => null,
+        (e: unknown) => e,
+      )) as ConfigError | null
+    )?.problems;
   const placeholder = /^JWT_SECRET is a placeholder from an example; set it to the output of `openssl rand -base64 48`$/;
   t.match(await refused('change-me-to-at-least-32-random-characters'), [placeholder], 'the old .env.example value');
   t.match(await refused('replace-with-the-output-of-openssl-rand-base64-48'), [placeholder], "today's .env.example value");
-  t.match(await refused('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'), [/^JWT_SECRET is guessable \(about 0 bits of entropy, at least 128 needed\)/]);
+  t.match(await refused('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'), [
+    /^JWT_SECRET is guessable \(about 0 bits of entropy, at least 128 needed\)/,
+  ]);
   t.match(await refused('abababababababababababababababab'), [/^JWT_SECRET is guessable \(about 32 bits/]);
-  t.equal((await load('3q2+7wR1k0Zs9yXcV8bN4mT6pL2aH5jD0eF7gU1iO3wQ6rS9tY2uI4oP8aS1dF3g')).nodeEnv, 'production', 'a random base64 secret starts');
+  t.equal(
+    (await load('3q2+7wR1k0Zs9yXcV8bN4mT6pL2aH5jD0eF7gU1iO3wQ6rS9tY2uI4oP8aS1dF3g')).nodeEnv,
+    'production',
+    'a random base64 secret starts',
+  );
   t.equal((await load(TEST_JWT_SECRET)).nodeEnv, 'production', 'a long passphrase-like secret starts');
   const development = await loadConfig({ DATA_DIR: dataDir, JWT_SECRET: 'change-me-to-at-least-32-random-characters' });
   t.equal(development.jwtSecret, 'change-me-to-at-least-32-random-characters', 'development takes any secret of 32 characters');
@@ -293,18 +384,32 @@ t.test('TRUST_PROXY takes true, false, a hop count or addresses', async (t) => {
   t.equal(hops('10.0.0.1', 0), true);
   t.equal(hops('10.0.0.1', 1), false);
   t.equal((await load('loopback, 10.0.0.0/8, ::1, fd00::/8')).trustProxy, 'loopback, 10.0.0.0/8, ::1, fd00::/8');
-  const cases: [value: string, bad: string][] = [['yes', 'yes'], ['10.0.0.1, 10.0.0.0/33', '10.0.0.0/33'], ['10.0.0.0/8/1', '10.0.0.0/8/1'], ['10.0.0.1,', '']];
+  const cases: [value: string, bad: string][] = [
+    ['yes', 'yes'],
+    ['10.0.0.1, 10.0.0.0/33', '10.0.0.0/33'],
+    ['10.0.0.0/8/1', '10.0.0.0/8/1'],
+    ['10.0.0.1,', ''],
+  ];
   for (const [value, bad] of cases) {
-    const error = await load(value).then(() => null, (e: unknown) => e);
+    const error = await load(value).then(
+      () => null,
+      (e: unknown) => e,
+    );
     t.type(error, ConfigError, `TRUST_PROXY=${value} is refused`);
-    t.strictSame((error as ConfigError).problems, [`TRUST_PROXY must be true, false, a hop count, or addresses, CIDRs or loopback/linklocal/uniquelocal, got '${bad}'`]);
+    t.strictSame((error as ConfigError).problems, [
+      `TRUST_PROXY must be true, false, a hop count, or addresses, CIDRs or loopback/linklocal/uniquelocal, got '${bad}'`,
+    ]);
   }
 });
 
 t.test('NODE_ENV=production refuses TRUST_PROXY=true, naming the alternatives; a hop count or addresses start', async (t) => {
   const dataDir = await tempDir(t);
-  const load = (value: string) => loadConfig({ DATA_DIR: dataDir, NODE_ENV: 'production', JWT_SECRET: TEST_JWT_SECRET, TRUST_PROXY: value });
-  const error = await load('true').then(() => null, (e: unknown) => e);
+  const load = (value: string) =>
+    loadConfig({ DATA_DIR: dataDir, NODE_ENV: 'production', JWT_SECRET: TEST_JWT_SECRET, TRUST_PROXY: value });
+  const error = await load('true').then(
+    () => null,
+    (e: unknown) => e,
+  );
   t.type(error, ConfigError);
   t.strictSame((error as ConfigError).problems, [
     'TRUST_PROXY=true is refused when NODE_ENV=production (any client could pick its address with X-Forwarded-For); set the number of proxies in front (e.g. 1) or their addresses/CIDRs (e.g. 10.0.0.0/8)',
@@ -314,7 +419,9 @@ t.test('NODE_ENV=production refuses TRUST_PROXY=true, naming the alternatives; a
 });
 
 t.test('the settings reach the app: token lifetimes and bcrypt cost', async (t) => {
-  const app = await build(t, { env: { ACCESS_TOKEN_TTL: '77', REFRESH_TOKEN_TTL: '7777', BCRYPT_COST: '5', RATE_LIMIT_ANON_PER_MIN: '1000' } });
+  const app = await build(t, {
+    env: { ACCESS_TOKEN_TTL: '77', REFRESH_TOKEN_TTL: '7777', BCRYPT_COST: '5', RATE_LIMIT_ANON_PER_MIN: '1000' },
+  });
   const session = await loggedInUser(app);
   const access = decodeClaims(session.accessToken) as { iat: number; exp: number };
   const refresh = decodeClaims(session.refreshToken) as { iat: number; exp: number };
@@ -332,7 +439,11 @@ t.test('the server refuses to start on a bad value, naming it', async (t) => {
     timeout: 60_000,
   });
   t.equal(run.status, 1);
-  t.equal(run.stderr, "Configuration error: PORT must be a whole number from 0 to 65535, got 'not-a-port'\n", 'one line naming it, no stack');
+  t.equal(
+    run.stderr,
+    "Configuration error: PORT must be a whole number from 0 to 65535, got 'not-a-port'\n",
+    'one line naming it, no stack',
+  );
 });
 
 t.test('the server refuses to start on a bad password setting, naming it', async (t) => {

@@ -35,7 +35,12 @@ t.test('a body in a content type the operation does not take is 415', async (t) 
   error(t, form, 415, 'Unsupported Media Type: application/x-www-form-urlencoded');
   const json = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: 'a', password: 'b' } });
   error(t, json, 415, 'Unsupported Media Type: application/json');
-  const xml = await app.inject({ method: 'POST', url: '/api/auth/refresh', payload: '<a/>', headers: { 'content-type': 'application/xml' } });
+  const xml = await app.inject({
+    method: 'POST',
+    url: '/api/auth/refresh',
+    payload: '<a/>',
+    headers: { 'content-type': 'application/xml' },
+  });
   error(t, xml, 415, 'Unsupported Media Type: application/xml');
 });
 
@@ -45,14 +50,24 @@ t.test('a body over 1 MiB is 413', async (t) => {
   const res = await app.inject({ method: 'POST', url: '/api/auth/refresh', payload, headers: { 'content-type': 'application/json' } });
   error(t, res, 413, 'Request body is too large');
   const form = `username=a&password=${'x'.repeat(1024 * 1024)}`;
-  const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: form, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  const login = await app.inject({
+    method: 'POST',
+    url: '/api/auth/login',
+    payload: form,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
   error(t, login, 413, 'Request body is too large');
 });
 
 t.test('malformed or empty JSON is 400', async (t) => {
   const app = await buildAccountsApp(t);
   const json = { 'content-type': 'application/json' };
-  error(t, await app.inject({ method: 'POST', url: '/api/auth/register', payload: '{"username": ', headers: json }), 400, 'Malformed JSON body');
+  error(
+    t,
+    await app.inject({ method: 'POST', url: '/api/auth/register', payload: '{"username": ', headers: json }),
+    400,
+    'Malformed JSON body',
+  );
   error(t, await app.inject({ method: 'POST', url: '/api/auth/register', payload: "{'a': 1}", headers: json }), 400, 'Malformed JSON body');
   error(t, await app.inject({ method: 'POST', url: '/api/auth/register', payload: '', headers: json }), 400, 'Malformed JSON body');
   error(t, await app.inject({ method: 'POST', url: '/api/auth/forgot-password' }), 400, 'Malformed JSON body');
@@ -64,15 +79,35 @@ t.test('schema failures are 422 naming the field and the problem', async (t) => 
   const post = (url: string, payload: unknown) =>
     app.inject({ method: 'POST', url, payload: JSON.stringify(payload), headers: { 'content-type': 'application/json' } });
   error(t, await post('/api/auth/register', { email: 'a@example.com', password: 'long-enough' }), 422, 'body/username is required');
-  error(t, await post('/api/auth/register', { username: 'abc', email: 'nope', password: 'long-enough' }), 422, 'body/email must match format "email"');
-  error(t, await post('/api/auth/register', { username: 'abc', email: 'a@example.com', password: 'long-enough', admin: true }), 422, 'body/admin is not an allowed property');
-  error(t, await post('/api/auth/register', { username: 5, email: 'a@example.com', password: 'long-enough' }), 422, 'body/username must be string');
+  error(
+    t,
+    await post('/api/auth/register', { username: 'abc', email: 'nope', password: 'long-enough' }),
+    422,
+    'body/email must match format "email"',
+  );
+  error(
+    t,
+    await post('/api/auth/register', { username: 'abc', email: 'a@example.com', password: 'long-enough', admin: true }),
+    422,
+    'body/admin is not an allowed property',
+  );
+  error(
+    t,
+    await post('/api/auth/register', { username: 5, email: 'a@example.com', password: 'long-enough' }),
+    422,
+    'body/username must be string',
+  );
   error(t, await post('/api/auth/register', []), 422, 'body must be object');
   error(t, await post('/api/auth/register', 'text'), 422, 'body must be object');
   error(t, await post('/api/auth/refresh', { refresh_token: '' }), 422, 'body/refresh_token must NOT have fewer than 1 characters');
   error(t, await post('/api/auth/reset-password', { token: 'x' }), 422, 'body/password is required');
   error(t, await app.inject({ method: 'GET', url: '/api/auth/verify-email' }), 422, 'querystring/token is required');
-  error(t, await app.inject({ method: 'GET', url: `/api/auth/verify-email?token=${'x'.repeat(2049)}` }), 422, 'querystring/token must NOT have more than 2048 characters');
+  error(
+    t,
+    await app.inject({ method: 'GET', url: `/api/auth/verify-email?token=${'x'.repeat(2049)}` }),
+    422,
+    'querystring/token must NOT have more than 2048 characters',
+  );
 });
 
 t.test('authentication comes before content-type and body checks on protected operations', async (t) => {
@@ -108,8 +143,18 @@ t.test('NUL characters and deep nesting are 422, wherever they are', async (t) =
   const contact = { first_name: 'Ann', last_name: 'Lee', email: 'ann@example.com', phone: '+14155550123', birthday: '1990-01-01' };
   const create = (payload: object) => app.inject({ method: 'POST', url: '/api/contacts/', payload, headers: bearer(session.accessToken) });
   error(t, await create({ ...contact, first_name: 'A\u0000nn' }), 422, 'body/first_name must not contain NUL characters');
-  error(t, await create({ ...contact, additional_data: { notes: ['ok', 'b\u0000d'] } }), 422, 'body/additional_data/notes/1 must not contain NUL characters');
-  error(t, await create({ ...contact, additional_data: { 'k\u0000': 1 } }), 422, 'body/additional_data must not have keys with NUL characters');
+  error(
+    t,
+    await create({ ...contact, additional_data: { notes: ['ok', 'b\u0000d'] } }),
+    422,
+    'body/additional_data/notes/1 must not contain NUL characters',
+  );
+  error(
+    t,
+    await create({ ...contact, additional_data: { 'k\u0000': 1 } }),
+    422,
+    'body/additional_data must not have keys with NUL characters',
+  );
   // Built as text: JSON.stringify itself would overflow on 7000 levels.
   const deep = `${JSON.stringify(contact).slice(0, -1)},"additional_data":{"deep":${'['.repeat(7000)}1${']'.repeat(7000)}}}`;
   const deepRes = await app.inject({
@@ -128,7 +173,10 @@ t.test('NUL characters and deep nesting are 422, wherever they are', async (t) =
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
   });
   error(t, login, 422, 'body/username must not contain NUL characters');
-  const count = await app.db.selectFrom('contacts').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  const count = await app.db
+    .selectFrom('contacts')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .executeTakeFirstOrThrow();
   t.equal(count.n, 0, 'nothing was stored');
 });
 

@@ -24,7 +24,11 @@ async function scrape(app: FastifyInstance, headers: Record<string, string> = {}
 }
 
 /** The labels of one series of the request histogram. */
-const series = (route: string, status: number, method = 'GET') => ({ http_request_method: method, http_route: route, http_response_status_code: String(status) });
+const series = (route: string, status: number, method = 'GET') => ({
+  http_request_method: method,
+  http_route: route,
+  http_response_status_code: String(status),
+});
 const requests = (samples: Sample[], route: string, status: number, method = 'GET') =>
   sampleValue(samples, 'http_server_request_duration_seconds_count', series(route, status, method));
 
@@ -82,7 +86,11 @@ t.test('metrics count known traffic exactly', async (t) => {
     for (let i = 0; i < 6; i++) statuses.push((await me('GET', '/api/users/me')).statusCode);
     t.same(statuses, [200, 200, 200, 200, 200, 429]);
     const after = await scrape(app);
-    t.equal(sampleValue(after, 'contacts_rate_limited_total', { limit: 'me' }) - sampleValue(before, 'contacts_rate_limited_total', { limit: 'me' }), 1);
+    t.equal(
+      sampleValue(after, 'contacts_rate_limited_total', { limit: 'me' }) -
+        sampleValue(before, 'contacts_rate_limited_total', { limit: 'me' }),
+      1,
+    );
   });
 
   t.test('imports count their entries, exports their contacts', async (t) => {
@@ -112,15 +120,25 @@ t.test('metrics count known traffic exactly', async (t) => {
     const samples = await scrape(app);
     t.equal(sampleValue(samples, 'contacts_dependency_up', { dependency: 'database' }), 1);
     const redis = samples.filter((s) => s.name === 'contacts_dependency_up' && s.labels.dependency === 'redis');
-    t.same(redis.map((s) => s.value), app.redisClient ? [1] : [], 'redis is reported when REDIS_URL is set');
+    t.same(
+      redis.map((s) => s.value),
+      app.redisClient ? [1] : [],
+      'redis is reported when REDIS_URL is set',
+    );
     t.equal(sampleValue(samples, 'contacts_db_pool_connections', { state: 'used' }), 0, 'no connection is lent between requests');
     t.ok(sampleValue(samples, 'contacts_db_pool_connections', { state: 'idle' }) >= 1, 'an idle connection is kept');
     t.equal(sampleValue(samples, 'contacts_db_pool_waiting', {}), 0);
     t.equal(sampleValue(samples, 'contacts_password_queue_depth', {}), 0);
     t.equal(sampleValue(samples, 'contacts_password_queue_limit', {}), app.config.passwordQueueLimit);
     t.ok(sampleValue(samples, 'contacts_password_hash_duration_seconds_count', {}) >= 2, 'the register hash and the login check are timed');
-    t.ok(samples.some((s) => s.name === 'nodejs_eventloop_lag_seconds'), "Node's event-loop lag is there");
-    t.ok(samples.some((s) => s.name === 'process_resident_memory_bytes'), 'and the process metrics');
+    t.ok(
+      samples.some((s) => s.name === 'nodejs_eventloop_lag_seconds'),
+      "Node's event-loop lag is there",
+    );
+    t.ok(
+      samples.some((s) => s.name === 'process_resident_memory_bytes'),
+      'and the process metrics',
+    );
   });
 
   t.test('no label value holds a user id, an e-mail, a token or a path a client chose', async (t) => {
@@ -139,14 +157,20 @@ t.test('metrics count known traffic exactly', async (t) => {
     await app.inject({ method: 'POST', url: '/api/contacts/', headers: { authorization: `Bearer ${session.accessToken}` }, payload });
     await app.inject({ method: 'PROPFIND' as 'GET', url: `/${secret}` });
     const res = await app.inject({ method: 'GET', url: '/metrics' });
-    for (const value of [session.email, session.username, session.accessToken, secret]) t.notMatch(res.body, value, 'nowhere in the scrape');
+    for (const value of [session.email, session.username, session.accessToken, secret])
+      t.notMatch(res.body, value, 'nowhere in the scrape');
 
     const templates = new Set(specOperations(loadSpec()).map((op) => op.path));
     const routes = new Set(parseExposition(res.body).flatMap((s) => (s.labels.http_route === undefined ? [] : [s.labels.http_route])));
     const unknown = [...routes].filter((route) => route !== '' && !templates.has(route) && !/^\/(docs|redoc)(\/|$)/.test(route));
     t.same(unknown, [], `every http_route is a template of openapi.yaml, a docs path or "" (${[...routes].join(', ')})`);
-    t.notOk([...routes].some((route) => /\d/.test(route)), 'no route label holds a number');
-    const methods = new Set(parseExposition(res.body).flatMap((s) => (s.labels.http_request_method === undefined ? [] : [s.labels.http_request_method])));
+    t.notOk(
+      [...routes].some((route) => /\d/.test(route)),
+      'no route label holds a number',
+    );
+    const methods = new Set(
+      parseExposition(res.body).flatMap((s) => (s.labels.http_request_method === undefined ? [] : [s.labels.http_request_method])),
+    );
     t.ok(methods.has('_OTHER') && !methods.has('PROPFIND'), 'a method outside RFC 9110 is counted as _OTHER');
   });
 
@@ -162,7 +186,7 @@ t.test('metrics count known traffic exactly', async (t) => {
     const promClientGauge = /^nodejs_active_(handles|requests|resources)_total non-counter metrics should not have "_total" suffix$/;
     const foreign = findings.filter((line) => !promClientGauge.test(line));
     t.ok(checked.status === 0 || checked.status === 3, `promtool check metrics parses the scrape (exit ${checked.status})`);
-    t.same(foreign, [], 'no lint finding about the service\'s own metrics');
+    t.same(foreign, [], "no lint finding about the service's own metrics");
   });
 });
 

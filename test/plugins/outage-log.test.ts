@@ -39,5 +39,9 @@ t.test('with settleMs, failures right after a first success belong to the same o
   outage.answered();
   t.equal(lines.length, 1, 'still the first warning only');
   await sleep(100);
-  t.same(lines.map(([level]) => level), ['warn', 'info'], 'the end is logged once things stay well');
+  t.same(
+    lines.map(([level]) => level),
+    ['warn', 'info'],
+    'the end is logged once things stay well',
+  );
 });

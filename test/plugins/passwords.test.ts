@@ -50,12 +50,60 @@ const BCRYPT_LONG = [
  * encoded string test.c asserts. The 256 MiB one is left out for the time it takes.
  */
 const ARGON2ID_VECTORS = [
-  { t: 2, m: 65536, p: 1, password: 'password', salt: 'somesalt', hex: '09316115d5cf24ed5a15a31a3ba326e5cf32edc24702987c02b6566f61913cf7', phc: '$argon2id$v=19$m=65536,t=2,p=1$c29tZXNhbHQ$CTFhFdXPJO1aFaMaO6Mm5c8y7cJHAph8ArZWb2GRPPc' },
-  { t: 2, m: 256, p: 1, password: 'password', salt: 'somesalt', hex: '9dfeb910e80bad0311fee20f9c0e2b12c17987b4cac90c2ef54d5b3021c68bfe', phc: '$argon2id$v=19$m=256,t=2,p=1$c29tZXNhbHQ$nf65EOgLrQMR/uIPnA4rEsF5h7TKyQwu9U1bMCHGi/4' },
-  { t: 2, m: 256, p: 2, password: 'password', salt: 'somesalt', hex: '6d093c501fd5999645e0ea3bf620d7b8be7fd2db59c20d9fff9539da2bf57037', phc: '$argon2id$v=19$m=256,t=2,p=2$c29tZXNhbHQ$bQk8UB/VmZZF4Oo79iDXuL5/0ttZwg2f/5U52iv1cDc' },
-  { t: 1, m: 65536, p: 1, password: 'password', salt: 'somesalt', hex: 'f6a5adc1ba723dddef9b5ac1d464e180fcd9dffc9d1cbf76cca2fed795d9ca98', phc: '$argon2id$v=19$m=65536,t=1,p=1$c29tZXNhbHQ$9qWtwbpyPd3vm1rB1GThgPzZ3/ydHL92zKL+15XZypg' },
-  { t: 2, m: 65536, p: 1, password: 'differentpassword', salt: 'somesalt', hex: '0b84d652cf6b0c4beaef0dfe278ba6a80df6696281d7e0d2891b817d8c458fde', phc: '$argon2id$v=19$m=65536,t=2,p=1$c29tZXNhbHQ$C4TWUs9rDEvq7w3+J4umqA32aWKB1+DSiRuBfYxFj94' },
-  { t: 2, m: 65536, p: 1, password: 'password', salt: 'diffsalt', hex: 'bdf32b05ccc42eb15d58fd19b1f856b113da1e9a5874fdcc544308565aa8141c', phc: '$argon2id$v=19$m=65536,t=2,p=1$ZGlmZnNhbHQ$vfMrBczELrFdWP0ZsfhWsRPaHppYdP3MVEMIVlqoFBw' },
+  {
+    t: 2,
+    m: 65536,
+    p: 1,
+    password: 'password',
+    salt: 'somesalt',
+    hex: '09316115d5cf24ed5a15a31a3ba326e5cf32edc24702987c02b6566f61913cf7',
+    phc: '$argon2id$v=19$m=65536,t=2,p=1$c29tZXNhbHQ$CTFhFdXPJO1aFaMaO6Mm5c8y7cJHAph8ArZWb2GRPPc',
+  },
+  {
+    t: 2,
+    m: 256,
+    p: 1,
+    password: 'password',
+    salt: 'somesalt',
+    hex: '9dfeb910e80bad0311fee20f9c0e2b12c17987b4cac90c2ef54d5b3021c68bfe',
+    phc: '$argon2id$v=19$m=256,t=2,p=1$c29tZXNhbHQ$nf65EOgLrQMR/uIPnA4rEsF5h7TKyQwu9U1bMCHGi/4',
+  },
+  {
+    t: 2,
+    m: 256,
+    p: 2,
+    password: 'password',
+    salt: 'somesalt',
+    hex: '6d093c501fd5999645e0ea3bf620d7b8be7fd2db59c20d9fff9539da2bf57037',
+    phc: '$argon2id$v=19$m=256,t=2,p=2$c29tZXNhbHQ$bQk8UB/VmZZF4Oo79iDXuL5/0ttZwg2f/5U52iv1cDc',
+  },
+  {
+    t: 1,
+    m: 65536,
+    p: 1,
+    password: 'password',
+    salt: 'somesalt',
+    hex: 'f6a5adc1ba723dddef9b5ac1d464e180fcd9dffc9d1cbf76cca2fed795d9ca98',
+    phc: '$argon2id$v=19$m=65536,t=1,p=1$c29tZXNhbHQ$9qWtwbpyPd3vm1rB1GThgPzZ3/ydHL92zKL+15XZypg',
+  },
+  {
+    t: 2,
+    m: 65536,
+    p: 1,
+    password: 'differentpassword',
+    salt: 'somesalt',
+    hex: '0b84d652cf6b0c4beaef0dfe278ba6a80df6696281d7e0d2891b817d8c458fde',
+    phc: '$argon2id$v=19$m=65536,t=2,p=1$c29tZXNhbHQ$C4TWUs9rDEvq7w3+J4umqA32aWKB1+DSiRuBfYxFj94',
+  },
+  {
+    t: 2,
+    m: 65536,
+    p: 1,
+    password: 'password',
+    salt: 'diffsalt',
+    hex: 'bdf32b05ccc42eb15d58fd19b1f856b113da1e9a5874fdcc544308565aa8141c',
+    phc: '$argon2id$v=19$m=65536,t=2,p=1$ZGlmZnNhbHQ$vfMrBczELrFdWP0ZsfhWsRPaHppYdP3MVEMIVlqoFBw',
+  },
 ];
 
 /** The PHC string format (unpadded standard base64) of an argon2id v=19 digest. */
@@ -72,8 +120,16 @@ const FAST_ARGON2 = { PASSWORD_HASH: 'argon2id', ARGON2_MEMORY_KIB: '1024', ARGO
 t.test('bcrypt known answers verify; a wrong password does not', async (t) => {
   const app = await passwordsApp(t, { BCRYPT_COST: '5' });
   for (const [password, hash] of BCRYPT_VECTORS) {
-    t.same(await app.passwords.verify(password, hash, 'test-client'), { ok: true, needsRehash: false }, `${hash} is ${JSON.stringify(password)}`);
-    t.same(await app.passwords.verify(`${password}x`, hash, 'test-client'), { ok: false, needsRehash: false }, `${hash} is not ${password}x`);
+    t.same(
+      await app.passwords.verify(password, hash, 'test-client'),
+      { ok: true, needsRehash: false },
+      `${hash} is ${JSON.stringify(password)}`,
+    );
+    t.same(
+      await app.passwords.verify(`${password}x`, hash, 'test-client'),
+      { ok: false, needsRehash: false },
+      `${hash} is not ${password}x`,
+    );
   }
   t.same(await app.passwords.verify('U*U*', BCRYPT_VECTORS[0]![1], 'test-client'), { ok: false, needsRehash: false });
 });
@@ -92,7 +148,11 @@ t.test('argon2id known answers of the reference implementation verify; wrong pas
     t.equal(phcString(vector), vector.phc, `the digest ${vector.hex.slice(0, 8)}… is test.c's string`);
     const matches = await app.passwords.verify(vector.password, vector.phc, 'test-client');
     t.equal(matches.ok, true, `${vector.phc} is ${vector.password}`);
-    t.equal(matches.needsRehash, vector.m !== 65536 || vector.t !== 2 || vector.p !== 1, 'rehash only when m, t or p differ from the settings');
+    t.equal(
+      matches.needsRehash,
+      vector.m !== 65536 || vector.t !== 2 || vector.p !== 1,
+      'rehash only when m, t or p differ from the settings',
+    );
     t.same(await app.passwords.verify('passwore', vector.phc, 'test-client'), { ok: false, needsRehash: false });
   }
   const [reference] = ARGON2ID_VECTORS;
@@ -108,12 +168,19 @@ t.test('both schemes verify under either setting; the one not configured asks fo
   t.same(await underArgon2.passwords.verify(password, bcryptHash, 'test-client'), { ok: true, needsRehash: true });
   const otherCost = await passwordsApp(t, { BCRYPT_COST: '4' });
   t.same(await otherCost.passwords.verify(password, bcryptHash, 'test-client'), { ok: true, needsRehash: true }, 'another bcrypt cost');
-  for (const [setting, value] of [['ARGON2_MEMORY_KIB', '32768'], ['ARGON2_TIME_COST', '3'], ['ARGON2_PARALLELISM', '2']] as const) {
+  for (const [setting, value] of [
+    ['ARGON2_MEMORY_KIB', '32768'],
+    ['ARGON2_TIME_COST', '3'],
+    ['ARGON2_PARALLELISM', '2'],
+  ] as const) {
     const other = await passwordsApp(t, { ...REFERENCE_ARGON2, [setting]: value });
     t.same(await other.passwords.verify('password', reference!.phc, 'test-client'), { ok: true, needsRehash: true }, `another ${setting}`);
   }
   // The same digest written without `v=` is version 0x10, which this service does not hash with.
-  t.same(await underArgon2.passwords.verify('password', reference!.phc.replace('v=19$', ''), 'test-client'), { ok: false, needsRehash: false });
+  t.same(await underArgon2.passwords.verify('password', reference!.phc.replace('v=19$', ''), 'test-client'), {
+    ok: false,
+    needsRehash: false,
+  });
 });
 
 t.test('anything but a bcrypt or argon2id hash never matches', async (t) => {
@@ -131,7 +198,8 @@ t.test('anything but a bcrypt or argon2id hash never matches', async (t) => {
     '$2b$03$CCCCCCCCCCCCCCCCCCCCC.E5YPO9kmyuRGyh0XouQYb4YMJKvyOeW',
     '$argon2id$v=19$m=1024,t=1,p=1$c29tZXNhbHQ$AAAA',
   ];
-  for (const hash of stored) t.same(await app.passwords.verify('password', hash, 'test-client'), { ok: false, needsRehash: false }, JSON.stringify(hash));
+  for (const hash of stored)
+    t.same(await app.passwords.verify('password', hash, 'test-client'), { ok: false, needsRehash: false }, JSON.stringify(hash));
 });
 
 t.test('new hashes use the configured algorithm and parameters, with a fresh salt each time', async (t) => {
@@ -149,7 +217,11 @@ t.test('new hashes use the configured algorithm and parameters, with a fresh sal
   t.not(argon2, await underArgon2.passwords.hash('correct-horse', 'test-client'), 'salted');
   t.same(await underArgon2.passwords.verify('correct-horse', argon2, 'test-client'), { ok: true, needsRehash: false });
   t.same(await underArgon2.passwords.verify('correct-horsf', argon2, 'test-client'), { ok: false, needsRehash: false });
-  t.same(await underBcrypt.passwords.verify('correct-horse', argon2, 'test-client'), { ok: true, needsRehash: true }, 'and the bcrypt setting reads it');
+  t.same(
+    await underBcrypt.passwords.verify('correct-horse', argon2, 'test-client'),
+    { ok: true, needsRehash: true },
+    'and the bcrypt setting reads it',
+  );
 
   const owaspDefaults = await passwordsApp(t, { PASSWORD_HASH: 'argon2id' });
   t.match(await owaspDefaults.passwords.hash('correct-horse', 'test-client'), /^\$argon2id\$v=19\$m=19456,t=2,p=1\$/, 'OWASP defaults');
@@ -169,23 +241,32 @@ t.test('burn spends a real compare under either algorithm and every setting', as
   }
 });
 
-t.test('past PASSWORD_QUEUE_LIMIT waiting jobs, password work is refused with a 503 error, and served again once the queue drains', async (t) => {
-  const app = await passwordsApp(t, { BCRYPT_COST: '12', PASSWORD_QUEUE_LIMIT: '1' });
-  const jobs = availableParallelism() * 2 + 8;
-  const results = await Promise.allSettled(
-    Array.from({ length: jobs }, (_, i) => (i % 3 === 0 ? app.passwords.hash('correct-horse', 'test-client') : i % 3 === 1 ? app.passwords.burn('x', 'test-client') : app.passwords.verify('x', BCRYPT_VECTORS[0]![1], 'test-client'))),
-  );
-  const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
-  t.ok(refused.length >= 8, `at most threads + starting threads + 1 accepted; ${refused.length} of ${jobs} refused`);
-  t.ok(refused.length < jobs, 'some were served');
-  for (const { reason } of refused) {
-    t.type(reason, PasswordQueueFull);
-    t.match(reason, { statusCode: 503, message: 'Too many password checks in progress' });
-    const retryAfter = (reason as PasswordQueueFull).headers['Retry-After'];
-    t.ok(Number.isInteger(retryAfter) && Number(retryAfter) >= 1, `Retry-After ${retryAfter} is a whole number of seconds, at least 1`);
-  }
-  t.match(await app.passwords.hash('correct-horse', 'test-client'), /^\$2b\$12\$/, 'served once the queue drained');
-});
+t.test(
+  'past PASSWORD_QUEUE_LIMIT waiting jobs, password work is refused with a 503 error, and served again once the queue drains',
+  async (t) => {
+    const app = await passwordsApp(t, { BCRYPT_COST: '12', PASSWORD_QUEUE_LIMIT: '1' });
+    const jobs = availableParallelism() * 2 + 8;
+    const results = await Promise.allSettled(
+      Array.from({ length: jobs }, (_, i) =>
+        i % 3 === 0
+          ? app.passwords.hash('correct-horse', 'test-client')
+          : i % 3 === 1
+            ? app.passwords.burn('x', 'test-client')
+            : app.passwords.verify('x', BCRYPT_VECTORS[0]![1], 'test-client'),
+      ),
+    );
+    const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    t.ok(refused.length >= 8, `at most threads + starting threads + 1 accepted; ${refused.length} of ${jobs} refused`);
+    t.ok(refused.length < jobs, 'some were served');
+    for (const { reason } of refused) {
+      t.type(reason, PasswordQueueFull);
+      t.match(reason, { statusCode: 503, message: 'Too many password checks in progress' });
+      const retryAfter = (reason as PasswordQueueFull).headers['Retry-After'];
+      t.ok(Number.isInteger(retryAfter) && Number(retryAfter) >= 1, `Retry-After ${retryAfter} is a whole number of seconds, at least 1`);
+    }
+    t.match(await app.passwords.hash('correct-horse', 'test-client'), /^\$2b\$12\$/, 'served once the queue drained');
+  },
+);
 
 t.test('Retry-After is the time the waiting jobs take on the pool, rounded up, at least 1 second', async (t) => {
   t.equal(retryAfterSeconds(64, 270, 2), 9, '64 bcrypt hashes at cost 12 on 2 threads: 8.64 s');

@@ -7,10 +7,21 @@ import { parseExposition, sampleValue } from './exposition.js';
 
 /** The per-user buckets of heavy work (openapi.yaml `x-rate-limit`), with a request that counts in each. */
 const BUCKETS = {
-  import: { variable: 'RATE_LIMIT_IMPORT_PER_MIN', request: { method: 'POST', url: '/api/contacts/import', headers: { 'content-type': 'text/csv' }, payload: 'first_name,last_name,email,phone,birthday\r\n' } },
+  import: {
+    variable: 'RATE_LIMIT_IMPORT_PER_MIN',
+    request: {
+      method: 'POST',
+      url: '/api/contacts/import',
+      headers: { 'content-type': 'text/csv' },
+      payload: 'first_name,last_name,email,phone,birthday\r\n',
+    },
+  },
   export: { variable: 'RATE_LIMIT_EXPORT_PER_MIN', request: { method: 'GET', url: '/api/contacts/export?format=csv' } },
   sync: { variable: 'RATE_LIMIT_SYNC_PER_MIN', request: { method: 'GET', url: '/api/contacts/sync' } },
-  avatar: { variable: 'RATE_LIMIT_AVATAR_PER_MIN', request: { method: 'PUT', url: '/api/users/me/avatar', headers: { 'content-type': 'image/png' }, payload: 'not an image' } },
+  avatar: {
+    variable: 'RATE_LIMIT_AVATAR_PER_MIN',
+    request: { method: 'PUT', url: '/api/users/me/avatar', headers: { 'content-type': 'image/png' }, payload: 'not an image' },
+  },
 } satisfies Record<string, { variable: string; request: InjectOptions }>;
 type BucketName = keyof typeof BUCKETS;
 const NAMES = Object.keys(BUCKETS) as BucketName[];
@@ -18,7 +29,10 @@ const NAMES = Object.keys(BUCKETS) as BucketName[];
 /** `name`'s request as `user`. */
 function call(app: FastifyInstance, user: TestUser, name: BucketName): Promise<LightMyRequestResponse> {
   const { request } = BUCKETS[name];
-  return app.inject({ ...request, headers: { ...('headers' in request ? request.headers : {}), authorization: `Bearer ${user.token}` } } as InjectOptions);
+  return app.inject({
+    ...request,
+    headers: { ...('headers' in request ? request.headers : {}), authorization: `Bearer ${user.token}` },
+  } as InjectOptions);
 }
 
 function counted(t: Test, res: LightMyRequestResponse, limit: number, remaining: number, label: string) {
@@ -62,7 +76,9 @@ t.test('import, export, sync and avatar upload: a bucket each per user, 429 past
 
   const after = parseExposition((await app.inject({ method: 'GET', url: '/metrics' })).body);
   for (const name of NAMES) {
-    const increase = sampleValue(after, 'contacts_rate_limited_total', { limit: name }) - sampleValue(before, 'contacts_rate_limited_total', { limit: name });
+    const increase =
+      sampleValue(after, 'contacts_rate_limited_total', { limit: name }) -
+      sampleValue(before, 'contacts_rate_limited_total', { limit: name });
     t.equal(increase, 1, `contacts_rate_limited_total{limit="${name}"}`);
   }
   t.equal(sampleValue(after, 'contacts_rate_limited_total', { limit: 'me' }), 0, 'none is labelled me');
@@ -80,7 +96,12 @@ t.test("CardDAV's sync-collection REPORT counts in the sync bucket; past it 429 
   const user = await davUser(app);
   const dav = davAs(app, user);
   const book = `/dav/addressbooks/${user.id}/contacts/`;
-  const syncReport = () => dav('REPORT', book, '<D:sync-collection xmlns:D="DAV:"><D:sync-token/><D:sync-level>1</D:sync-level><D:prop><D:getetag/></D:prop></D:sync-collection>');
+  const syncReport = () =>
+    dav(
+      'REPORT',
+      book,
+      '<D:sync-collection xmlns:D="DAV:"><D:sync-token/><D:sync-level>1</D:sync-level><D:prop><D:getetag/></D:prop></D:sync-collection>',
+    );
 
   const first = await syncReport();
   t.equal(first.statusCode, 207);

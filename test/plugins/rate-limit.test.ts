@@ -63,7 +63,11 @@ t.test('anonymous: 20 a minute per address, one bucket shared by every /api rout
     t.not(res.statusCode, 429, `request ${i + 1}: ${request.method} ${request.url}`);
     counted(t, res, 20, 19 - i, `request ${i + 1}`);
   }
-  for (const request of [anonymousRequests[0]!, anonymousRequests[2]!, { method: 'GET' as const, url: '/api/users/me', headers: bearer('forged') }]) {
+  for (const request of [
+    anonymousRequests[0]!,
+    anonymousRequests[2]!,
+    { method: 'GET' as const, url: '/api/users/me', headers: bearer('forged') },
+  ]) {
     limited(t, await app.inject(request), 20);
   }
 
@@ -206,7 +210,12 @@ t.test('a token buys nothing on operations that do not require one (no login bru
   const app = await build(t, { env: { RATE_LIMIT_PASSWORD_PER_MIN: '3' } });
   const user = await userWithToken(app, 'token_holder');
   for (let i = 0; i < 3; i++) {
-    const res = await app.inject({ method: 'POST', url: '/api/auth/login', ...login, headers: { ...login.headers, ...bearer(user.token) } });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/auth/login',
+      ...login,
+      headers: { ...login.headers, ...bearer(user.token) },
+    });
     t.equal(res.statusCode, 401, `guess ${i + 1} is answered`);
     counted(t, res, 3, 2 - i, `guess ${i + 1}`);
   }

@@ -27,11 +27,20 @@ t.test('with OTEL_EXPORTER_OTLP_ENDPOINT unset, no part of the OpenTelemetry SDK
   t.equal((await call('GET', `/api/contacts/${contact!.id}`)).statusCode, 200);
   t.equal((await app.inject({ method: 'GET', url: '/metrics' })).statusCode, 200);
 
-  t.ok(resolved.some((url) => url.endsWith('/src/app.ts')), 'the hook saw the app load');
-  t.ok(resolved.some((url) => url.includes('/@opentelemetry/api/')), 'and sees modules required from CommonJS (prom-client requires the API)');
+  t.ok(
+    resolved.some((url) => url.endsWith('/src/app.ts')),
+    'the hook saw the app load',
+  );
+  t.ok(
+    resolved.some((url) => url.includes('/@opentelemetry/api/')),
+    'and sees modules required from CommonJS (prom-client requires the API)',
+  );
   t.same(sdkModules(), [], 'no SDK module, no plugins/tracing.ts');
 
   // The same hook sees the SDK once tracing's module is imported, so the check above can fail.
   await import('../../plugins/tracing.js');
-  t.ok(sdkModules().some((url) => url.includes('/@opentelemetry/sdk-trace/')), 'importing plugins/tracing.ts loads the SDK');
+  t.ok(
+    sdkModules().some((url) => url.includes('/@opentelemetry/sdk-trace/')),
+    'importing plugins/tracing.ts loads the SDK',
+  );
 });

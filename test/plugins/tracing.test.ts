@@ -116,7 +116,9 @@ function jsonSpans(body: Buffer): ExportedSpan[] {
   type Request = {
     resourceSpans: {
       resource?: { attributes?: JsonKeyValue[] };
-      scopeSpans: { spans: { name: string; kind: number; traceId: string; spanId: string; parentSpanId?: string; attributes?: JsonKeyValue[] }[] }[];
+      scopeSpans: {
+        spans: { name: string; kind: number; traceId: string; spanId: string; parentSpanId?: string; attributes?: JsonKeyValue[] }[];
+      }[];
     }[];
   };
   const request = JSON.parse(body.toString('utf8')) as Request;
@@ -146,7 +148,9 @@ t.test('a cache-missing read by id is one server span continuing the caller, wit
       const body = Buffer.concat(chunks);
       exports.push({ path: request.url ?? '', contentType: request.headers['content-type'] ?? '' });
       spans.push(...(protocol === 'http/json' ? jsonSpans(body) : protobufSpans(body)));
-      response.writeHead(200, { 'content-type': request.headers['content-type'] ?? 'application/json' }).end(protocol === 'http/json' ? '{}' : '');
+      response
+        .writeHead(200, { 'content-type': request.headers['content-type'] ?? 'application/json' })
+        .end(protocol === 'http/json' ? '{}' : '');
     });
   });
   receiver.listen(0, '127.0.0.1');
@@ -199,11 +203,18 @@ t.test('a cache-missing read by id is one server span continuing the caller, wit
   t.equal(server.resource['service.name'], 'contacts-service', 'the resource names the service');
   t.equal(server.name, 'GET /api/contacts/{contact_id}', 'the server span is named by its method and route template');
   t.equal(server.parentSpanId, callerSpanId, "the caller's traceparent is continued");
-  t.match(server.attributes, { 'http.request.method': 'GET', 'http.route': '/api/contacts/{contact_id}', 'http.response.status_code': 200 });
+  t.match(server.attributes, {
+    'http.request.method': 'GET',
+    'http.route': '/api/contacts/{contact_id}',
+    'http.response.status_code': 200,
+  });
 
   const sql = children.filter((span) => span.attributes['db.system.name'] === 'postgresql');
   t.ok(sql.length > 0, `SQL statements are child spans (${sql.map((span) => span.name).join(', ')})`);
-  t.ok(sql.every((span) => span.kind === SPAN_KIND_CLIENT), 'SQL spans are CLIENT spans');
+  t.ok(
+    sql.every((span) => span.kind === SPAN_KIND_CLIENT),
+    'SQL spans are CLIENT spans',
+  );
   const statements = sql.map((span) => String(span.attributes['db.query.text']));
   const readsContact = (text: string) => /\bfrom "?contacts"?/i.test(text) && /\$1\b/.test(text);
   t.ok(statements.some(readsContact), `the contact is read with its values as placeholders: ${statements.join(' | ')}`);
@@ -233,5 +244,8 @@ t.test('a cache-missing read by id is one server span continuing the caller, wit
   const lines = service.logs.filter((line) => line.reqId === requestId);
   const traced = lines.filter((line) => line.trace_id !== undefined);
   t.ok(traced.length > 0, `log lines of the request carry the trace (${traced.map((line) => line.msg).join(', ')})`);
-  t.ok(traced.every((line) => line.trace_id === traceId && typeof line.span_id === 'string'), 'with its trace_id and a span_id');
+  t.ok(
+    traced.every((line) => line.trace_id === traceId && typeof line.span_id === 'string'),
+    'with its trace_id and a span_id',
+  );
 });

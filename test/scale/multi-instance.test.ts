@@ -30,7 +30,10 @@ async function startInstance(t: Test, env: Record<string, string>): Promise<{ ur
   const url = `http://127.0.0.1:${port}`;
   for (let attempt = 0; attempt < 300; attempt++) {
     if (child.exitCode !== null) throw new Error(`instance exited early: ${stderr}`);
-    const up = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
+    const up = await fetch(`${url}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (up) return { url, process: child };
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -109,7 +112,7 @@ async function runAcrossInstances(t: Test): Promise<void> {
     t.equal(sixth.status, 429);
   });
 
-  await t.test('an update through A is read on B, past B\'s cache', async (t) => {
+  await t.test("an update through A is read on B, past B's cache", async (t) => {
     const ip = '203.0.113.22';
     const contact = { first_name: 'Ada', last_name: 'Lovelace', email: 'ada@example.com', phone: '+442071234567', birthday: '1915-12-10' };
     const created = await call(a.url, '/api/contacts/', { method: 'POST', ip, token: alice.access_token, body: JSON.stringify(contact) });
@@ -122,7 +125,10 @@ async function runAcrossInstances(t: Test): Promise<void> {
     t.equal(second.headers.get('x-cache'), 'HIT', 'B cached it');
 
     const updated = await call(a.url, `/api/contacts/${id}`, {
-      method: 'PATCH', ip, token: alice.access_token, body: JSON.stringify({ first_name: 'Augusta' }),
+      method: 'PATCH',
+      ip,
+      token: alice.access_token,
+      body: JSON.stringify({ first_name: 'Augusta' }),
     });
     t.equal(updated.status, 200);
     const afterUpdate = await call(b.url, `/api/contacts/${id}`, { ip, token: alice.access_token });
@@ -133,16 +139,29 @@ async function runAcrossInstances(t: Test): Promise<void> {
   await t.test('every write through A is read at once on B, whose memory held the old answer', async (t) => {
     const ip = '203.0.113.27';
     const contact = { first_name: 'Grace', last_name: 'Hopper', email: 'grace@example.com', phone: '+12025550143', birthday: '1906-12-09' };
-    const { id } = (await (await call(a.url, '/api/contacts/', { method: 'POST', ip, token: alice.access_token, body: JSON.stringify(contact) })).json()) as { id: number };
+    const { id } = (await (
+      await call(a.url, '/api/contacts/', { method: 'POST', ip, token: alice.access_token, body: JSON.stringify(contact) })
+    ).json()) as { id: number };
     const seen: string[] = [];
     for (let round = 0; round < 20; round++) {
       await call(b.url, `/api/contacts/${id}`, { ip, token: alice.access_token });
       const cached = await call(b.url, `/api/contacts/${id}`, { ip, token: alice.access_token });
       t.equal(cached.headers.get('x-cache'), 'HIT', `round ${round}: B answers from its cache`);
-      await call(a.url, `/api/contacts/${id}`, { method: 'PATCH', ip, token: alice.access_token, body: JSON.stringify({ first_name: `Grace${round}` }) });
-      seen.push(((await (await call(b.url, `/api/contacts/${id}`, { ip, token: alice.access_token })).json()) as { first_name: string }).first_name);
+      await call(a.url, `/api/contacts/${id}`, {
+        method: 'PATCH',
+        ip,
+        token: alice.access_token,
+        body: JSON.stringify({ first_name: `Grace${round}` }),
+      });
+      seen.push(
+        ((await (await call(b.url, `/api/contacts/${id}`, { ip, token: alice.access_token })).json()) as { first_name: string }).first_name,
+      );
     }
-    t.same(seen, Array.from({ length: 20 }, (_, round) => `Grace${round}`), 'B never served a stale answer');
+    t.same(
+      seen,
+      Array.from({ length: 20 }, (_, round) => `Grace${round}`),
+      'B never served a stale answer',
+    );
   });
 
   await t.test('a password reset on A refuses every earlier token on B at once', async (t) => {
@@ -151,7 +170,11 @@ async function runAcrossInstances(t: Test): Promise<void> {
     for (let round = 0; round < 3; round++) {
       const before = await call(b.url, '/api/contacts/', { ip, token: session.access_token });
       t.equal(before.status, 200, `round ${round}: B accepts the token (and remembers the user's cut-off)`);
-      const asked = await call(a.url, '/api/auth/forgot-password', { method: 'POST', ip, body: JSON.stringify({ email: 'dave@example.com' }) });
+      const asked = await call(a.url, '/api/auth/forgot-password', {
+        method: 'POST',
+        ip,
+        body: JSON.stringify({ email: 'dave@example.com' }),
+      });
       t.equal(asked.status, 202);
       const token = new URL((await mailbox.next()).link ?? '').searchParams.get('token');
       const password = `new-password-${round}`;
@@ -182,13 +205,19 @@ async function runAcrossInstances(t: Test): Promise<void> {
           ip,
           token: bob.access_token,
           body: JSON.stringify({
-            first_name: `Person${i}`, last_name: 'Load', email: `person${i}@example.com`,
-            phone: `+1415555${String(1000 + i)}`, birthday: '1990-01-01',
+            first_name: `Person${i}`,
+            last_name: 'Load',
+            email: `person${i}@example.com`,
+            phone: `+1415555${String(1000 + i)}`,
+            birthday: '1990-01-01',
           }),
         }),
       ),
     );
-    t.same(responses.map((r) => r.status), Array(count).fill(201));
+    t.same(
+      responses.map((r) => r.status),
+      Array(count).fill(201),
+    );
     const ids = await Promise.all(responses.map(async (r) => ((await r.json()) as { id: number }).id));
     t.equal(new Set(ids).size, count, 'every id is unique');
     const list = await call(b.url, '/api/contacts/?limit=1000', { ip, token: bob.access_token });
@@ -199,11 +228,19 @@ async function runAcrossInstances(t: Test): Promise<void> {
   await t.test('a refresh token revoked by logout on A is refused by B', async (t) => {
     const ip = '203.0.113.25';
     const carol = await signUp('carol', '203.0.113.26');
-    const refreshed = await call(b.url, '/api/auth/refresh', { method: 'POST', ip, body: JSON.stringify({ refresh_token: carol.refresh_token }) });
+    const refreshed = await call(b.url, '/api/auth/refresh', {
+      method: 'POST',
+      ip,
+      body: JSON.stringify({ refresh_token: carol.refresh_token }),
+    });
     t.equal(refreshed.status, 200, 'the refresh token works before logout');
     const logout = await call(a.url, '/api/auth/logout', { method: 'POST', ip, token: carol.access_token });
     t.equal(logout.status, 204);
-    const refused = await call(b.url, '/api/auth/refresh', { method: 'POST', ip, body: JSON.stringify({ refresh_token: carol.refresh_token }) });
+    const refused = await call(b.url, '/api/auth/refresh', {
+      method: 'POST',
+      ip,
+      body: JSON.stringify({ refresh_token: carol.refresh_token }),
+    });
     t.equal(refused.status, 401);
     t.same(await refused.json(), { detail: 'Invalid refresh token' });
   });
@@ -211,7 +248,8 @@ async function runAcrossInstances(t: Test): Promise<void> {
 
 t.test('concurrent migrations of one empty database serialise on the migrator lock', onlyOnPostgres, async (t) => {
   const env = await testEnv(t);
-  const open = () => new Kysely<unknown>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: env.DATABASE_URL, max: 2 }) }) });
+  const open = () =>
+    new Kysely<unknown>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: env.DATABASE_URL, max: 2 }) }) });
   const first = open();
   const second = open();
   t.teardown(async () => {
@@ -223,4 +261,3 @@ t.test('concurrent migrations of one empty database serialise on the migrator lo
   t.same(all, [...new Set(all)], 'no migration ran twice');
   t.ok(appliedByFirst.length === 0 || appliedBySecond.length === 0, 'one migrator applied everything, the other found it done');
 });
-

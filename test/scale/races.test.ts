@@ -21,7 +21,9 @@ import { buildContactsApp, contactBody, createUser, type TestUser } from '../con
 import { startService } from '../faults/processes.js';
 import { backend, seededRandom, testEnv } from '../helper.js';
 
-const onlyOnPostgres = { skip: backend !== 'postgres' && 'two processes and a second session need PostgreSQL; the embedded database has one session' };
+const onlyOnPostgres = {
+  skip: backend !== 'postgres' && 'two processes and a second session need PostgreSQL; the embedded database has one session',
+};
 const CHANGED = { detail: 'Precondition Failed: the contact has changed' };
 
 type Contact = Record<string, any> & { id: number };
@@ -59,7 +61,11 @@ function viaHttp(baseUrl: string, user: TestUser, name: string): Endpoint {
     async send(method, path, body, headers = {}) {
       const res = await fetch(`${baseUrl}${path}`, {
         method,
-        headers: { authorization: `Bearer ${user.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+        headers: {
+          authorization: `Bearer ${user.token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...headers,
+        },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
       const text = await res.text();
@@ -95,7 +101,13 @@ const KINDS = ['PATCH/PATCH', 'PUT/PATCH', 'PUT/PUT', 'DELETE/PATCH', 'PATCH/DEL
  * loses to a write is 412 and one that loses to a delete finds no contact (404), and what is stored
  * afterwards is the winner's.
  */
-async function sameTagRounds(t: Test, a: Endpoint, b: Endpoint, rounds: number, lock?: { session: pg.Client; monitor: pg.Client }): Promise<void> {
+async function sameTagRounds(
+  t: Test,
+  a: Endpoint,
+  b: Endpoint,
+  rounds: number,
+  lock?: { session: pg.Client; monitor: pg.Client },
+): Promise<void> {
   const tally: Record<string, number> = {};
   for (let round = 0; round < rounds; round++) {
     const kind = KINDS[round % KINDS.length]!;
@@ -107,7 +119,11 @@ async function sameTagRounds(t: Test, a: Endpoint, b: Endpoint, rounds: number, 
       endpoint.send(
         method,
         url,
-        method === 'PATCH' ? { first_name: `Racer${n}` } : method === 'PUT' ? { ...contactBody({ email: contact.email }), last_name: `Racer${n}` } : undefined,
+        method === 'PATCH'
+          ? { first_name: `Racer${n}` }
+          : method === 'PUT'
+            ? { ...contactBody({ email: contact.email }), last_name: `Racer${n}` }
+            : undefined,
         { 'if-match': tag },
       );
     const [methodA, methodB] = kind.split('/') as [string, string];
@@ -200,22 +216,32 @@ t.test('two instances', onlyOnPostgres, async (t) => {
     }
   });
 
-  await t.test('writes race through both instances, SQL commits late, two clients sync through both: their copies equal the server', async (t) => {
-    const user = await createUser(app);
-    await syncRace(t, {
-      endpoints: [viaHttp(a.url, user, 'A'), viaHttp(b.url, user, 'B')],
-      userId: user.id,
-      sql: await pgSessions(t, url, 4),
-      count: async () => (await app.db.selectFrom('contacts').where('owner_id', '=', user.id).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n,
-      invalidate: () => app.cache.invalidate(user.id),
-      seed: 20261122,
-      phases: 4,
-      phaseMs: 5000,
-      apiWriters: 4,
-      sqlWriters: 2,
-      lockWriters: 2,
-    });
-  });
+  await t.test(
+    'writes race through both instances, SQL commits late, two clients sync through both: their copies equal the server',
+    async (t) => {
+      const user = await createUser(app);
+      await syncRace(t, {
+        endpoints: [viaHttp(a.url, user, 'A'), viaHttp(b.url, user, 'B')],
+        userId: user.id,
+        sql: await pgSessions(t, url, 4),
+        count: async () =>
+          (
+            await app.db
+              .selectFrom('contacts')
+              .where('owner_id', '=', user.id)
+              .select((eb) => eb.fn.countAll<number>().as('n'))
+              .executeTakeFirstOrThrow()
+          ).n,
+        invalidate: () => app.cache.invalidate(user.id),
+        seed: 20261122,
+        phases: 4,
+        phaseMs: 5000,
+        apiWriters: 4,
+        sqlWriters: 2,
+        lockWriters: 2,
+      });
+    },
+  );
 });
 
 t.test('one instance: concurrent writes (and SQL transactions) against two syncing clients', async (t) => {
@@ -225,7 +251,14 @@ t.test('one instance: concurrent writes (and SQL transactions) against two synci
     endpoints: [viaInject(app, user)],
     userId: user.id,
     sql: backend === 'postgres' ? await pgSessions(t, app.config.databaseUrl!, 3) : embeddedSessions(app, 1),
-    count: async () => (await app.db.selectFrom('contacts').where('owner_id', '=', user.id).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n,
+    count: async () =>
+      (
+        await app.db
+          .selectFrom('contacts')
+          .where('owner_id', '=', user.id)
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
     invalidate: () => app.cache.invalidate(user.id),
     seed: 42,
     phases: 3,
@@ -260,7 +293,10 @@ async function pgSessions(t: Test, url: string, size: number): Promise<Sessions>
 function embeddedSessions(app: FastifyInstance, size: number): Sessions {
   return {
     size,
-    with: (_i, work) => app.db.connection().execute((conn) => work(async (text, params) => (await conn.executeQuery(CompiledQuery.raw(text, params ?? []))).rows as any[])),
+    with: (_i, work) =>
+      app.db
+        .connection()
+        .execute((conn) => work(async (text, params) => (await conn.executeQuery(CompiledQuery.raw(text, params ?? []))).rows as any[])),
   };
 }
 
@@ -351,10 +387,20 @@ async function syncRace(t: Test, options: SyncRaceOptions): Promise<void> {
       if (res.status === 201) live.add(res.body.id);
     } else if (dice < 0.55) {
       op = 'patch';
-      res = await endpoint.send('PATCH', `/api/contacts/${id}`, random() < 0.5 ? { first_name: `Patch${n}` } : { additional_data: { n } }, conditional);
+      res = await endpoint.send(
+        'PATCH',
+        `/api/contacts/${id}`,
+        random() < 0.5 ? { first_name: `Patch${n}` } : { additional_data: { n } },
+        conditional,
+      );
     } else if (dice < 0.65) {
       op = 'put';
-      res = await endpoint.send('PUT', `/api/contacts/${id}`, { ...contactBody({ email: `put${n}@race.example` }), last_name: `Put${n}` }, conditional);
+      res = await endpoint.send(
+        'PUT',
+        `/api/contacts/${id}`,
+        { ...contactBody({ email: `put${n}@race.example` }), last_name: `Put${n}` },
+        conditional,
+      );
     } else if (dice < 0.72) {
       op = 'patch, nothing to write';
       res = await endpoint.send('PATCH', `/api/contacts/${id}`, {}, conditional);
@@ -390,7 +436,10 @@ async function syncRace(t: Test, options: SyncRaceOptions): Promise<void> {
       try {
         const dice = random();
         if (dice < 0.35) {
-          await query(`update contacts set last_name = $1, updated_at = greatest(now(), updated_at + interval '1 millisecond') where owner_id = $2 and id = $3`, [`Sql${n}`, userId, someone()]);
+          await query(
+            `update contacts set last_name = $1, updated_at = greatest(now(), updated_at + interval '1 millisecond') where owner_id = $2 and id = $3`,
+            [`Sql${n}`, userId, someone()],
+          );
         } else if (dice < 0.65) {
           const rows = await query(
             `insert into contacts (owner_id, first_name, last_name, email, phone, birthday) values ($1, 'Sql', $2, $3, '+14155550100', '1980-02-29') returning id`,
@@ -404,7 +453,10 @@ async function syncRace(t: Test, options: SyncRaceOptions): Promise<void> {
           // Several rows in one transaction, in id order (no deadlock between writers).
           const ids = [...new Set([someone(), someone(), someone()])].sort((x, y) => x - y);
           for (const id of ids.slice(0, -1)) {
-            await query(`update contacts set first_name = $1, updated_at = greatest(now(), updated_at + interval '1 millisecond') where owner_id = $2 and id = $3`, [`Multi${n}`, userId, id]);
+            await query(
+              `update contacts set first_name = $1, updated_at = greatest(now(), updated_at + interval '1 millisecond') where owner_id = $2 and id = $3`,
+              [`Multi${n}`, userId, id],
+            );
           }
           const rows = await query('delete from contacts where owner_id = $1 and id = $2 returning id', [userId, ids.at(-1)]);
           removed.push(...rows.map((row) => row.id));
@@ -442,7 +494,8 @@ async function syncRace(t: Test, options: SyncRaceOptions): Promise<void> {
       if (random() < 0.5) await query(`update contacts set additional_data = jsonb_build_object('held', $1::int) where id = $2`, [n, id]);
       await query('commit');
       const res = await pending;
-      if (![200, 404].includes(res.status)) problems.push(`locked patch through ${endpoint.name}: ${res.status} ${JSON.stringify(res.body)}`);
+      if (![200, 404].includes(res.status))
+        problems.push(`locked patch through ${endpoint.name}: ${res.status} ${JSON.stringify(res.body)}`);
       count(`api patch behind a lock ${res.status}`);
     });
   }
@@ -499,7 +552,11 @@ async function syncRace(t: Test, options: SyncRaceOptions): Promise<void> {
         extra: copy.filter((c) => !held.has(c.id)).map((c) => c.id),
         differing: copy.filter((c) => held.has(c.id) && JSON.stringify(c) !== JSON.stringify(held.get(c.id))).map((c) => c.id),
       };
-      t.strictSame(summary, { missing: [], extra: [], differing: [] }, `phase ${phase}: ${replica.name}'s copy has exactly the server's contacts`);
+      t.strictSame(
+        summary,
+        { missing: [], extra: [], differing: [] },
+        `phase ${phase}: ${replica.name}'s copy has exactly the server's contacts`,
+      );
       t.strictSame(copy, server, `phase ${phase}: ${replica.name}'s copy equals the server's, every field`);
     }
   }

@@ -87,13 +87,24 @@ await app.close();
   const result = await tsx(dir, ['register.ts', JSON.stringify([attempt('ghijkl'), attempt('mnopq')])], env);
   t.equal(result.code, 0, result.stderr);
   const [sixCharacters, fiveCharacters] = JSON.parse(result.stdout) as { statusCode: number; body: Record<string, unknown> }[];
-  t.same(sixCharacters, { statusCode: 422, body: { detail: 'body/username must NOT have more than 5 characters' } }, 'a 6-character username is now refused');
+  t.same(
+    sixCharacters,
+    { statusCode: 422, body: { detail: 'body/username must NOT have more than 5 characters' } },
+    'a 6-character username is now refused',
+  );
   t.equal(fiveCharacters?.statusCode, 201, 'a 5-character username still fits');
   t.equal(fiveCharacters?.body.username, 'mnopq');
 });
 
 t.test('a handler whose types no longer fit openapi.yaml fails tsc', async (t) => {
-  const dir = await projectCopy(t, ['openapi.yaml', 'package.json', 'tsconfig.json', 'scripts/codegen.ts', 'scripts/dereference.ts', 'src/operation-types.ts']);
+  const dir = await projectCopy(t, [
+    'openapi.yaml',
+    'package.json',
+    'tsconfig.json',
+    'scripts/codegen.ts',
+    'scripts/dereference.ts',
+    'src/operation-types.ts',
+  ]);
   // A handler written against today's User schema, type-checked on its own with the generated types.
   await writeFile(
     path.join(dir, 'src/probe.routes.ts'),
@@ -108,7 +119,8 @@ export const probeHandlers = {
 `,
   );
   await writeFile(path.join(dir, 'tsconfig.probe.json'), JSON.stringify({ extends: './tsconfig.json', include: ['src/probe.routes.ts'] }));
-  const typecheck = () => run(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', 'tsconfig.probe.json'], { cwd: dir });
+  const typecheck = () =>
+    run(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', 'tsconfig.probe.json'], { cwd: dir });
 
   const codegen = await tsx(dir, ['scripts/codegen.ts']);
   t.equal(codegen.code, 0, codegen.stderr);
@@ -131,42 +143,57 @@ export const probeHandlers = {
   t.notMatch(broken.stdout, /src\/(operation-types|generated)\//, 'and nowhere else');
 });
 
-t.test('a new contact field is openapi.yaml, a migration and the table type: the API then accepts, returns, filters and sorts it', async (t) => {
-  // tsc checks scripts/ too, and scripts/seed.ts draws from test/random.ts.
-  const dir = await projectCopy(t, ['openapi.yaml', 'package.json', 'tsconfig.json', 'plugins', 'scripts', 'src', 'test/random.ts']);
-  const nickname = { type: ['string', 'null'], maxLength: 30, example: 'Ace' };
-  await editSpec(dir, (spec) => {
-    const { Contact, ContactCreate, ContactPatch } = spec.components.schemas;
-    Contact.properties.nickname = { ...nickname, 'x-filter': ['eq', 'startswith', 'contains'], 'x-sort': true };
-    Contact.required.push('nickname');
-    ContactCreate.properties.nickname = nickname;
-    ContactPatch.properties.nickname = nickname;
-  });
-  // After the last migration: the test database starts migrated, and Kysely refuses one that sorts before an applied one.
-  const migrationsDir = path.join(dir, 'src/db/migrations');
-  const last = (await readdir(migrationsDir)).filter((file) => /^\d{3}-/.test(file)).sort().at(-1)!;
-  const migration = `${String(Number(last.slice(0, 3)) + 1).padStart(3, '0')}-nickname`;
-  await writeFile(
-    path.join(migrationsDir, `${migration}.ts`),
-    `import { type Kysely, sql } from 'kysely';\nexport async function up(db: Kysely<any>): Promise<void> {\n  await sql\`alter table contacts add column nickname text\`.execute(db);\n}\n`,
-  );
-  const index = path.join(migrationsDir, 'index.ts');
-  await writeFile(
-    index,
-    (await readFile(index, 'utf8')).replace(/^(import .*\n)(?!import)/m, `$1import * as nickname from './${migration}.js';\n`).replace(/\n};\n$/, `\n  '${migration}': nickname,\n};\n`),
-  );
-  const tables = path.join(dir, 'src/db/database.ts');
-  // The first additional_data column is the contacts table's.
-  await writeFile(tables, (await readFile(tables, 'utf8')).replace('  additional_data: ColumnType<', '  nickname: string | null;\n  additional_data: ColumnType<'));
+t.test(
+  'a new contact field is openapi.yaml, a migration and the table type: the API then accepts, returns, filters and sorts it',
+  async (t) => {
+    // tsc checks scripts/ too, and scripts/seed.ts draws from test/random.ts.
+    const dir = await projectCopy(t, ['openapi.yaml', 'package.json', 'tsconfig.json', 'plugins', 'scripts', 'src', 'test/random.ts']);
+    const nickname = { type: ['string', 'null'], maxLength: 30, example: 'Ace' };
+    await editSpec(dir, (spec) => {
+      const { Contact, ContactCreate, ContactPatch } = spec.components.schemas;
+      Contact.properties.nickname = { ...nickname, 'x-filter': ['eq', 'startswith', 'contains'], 'x-sort': true };
+      Contact.required.push('nickname');
+      ContactCreate.properties.nickname = nickname;
+      ContactPatch.properties.nickname = nickname;
+    });
+    // After the last migration: the test database starts migrated, and Kysely refuses one that sorts before an applied one.
+    const migrationsDir = path.join(dir, 'src/db/migrations');
+    const last = (await readdir(migrationsDir))
+      .filter((file) => /^\d{3}-/.test(file))
+      .sort()
+      .at(-1)!;
+    const migration = `${String(Number(last.slice(0, 3)) + 1).padStart(3, '0')}-nickname`;
+    await writeFile(
+      path.join(migrationsDir, `${migration}.ts`),
+      `import { type Kysely, sql } from 'kysely';\nexport async function up(db: Kysely<any>): Promise<void> {\n  await sql\`alter table contacts add column nickname text\`.execute(db);\n}\n`,
+    );
+    const index = path.join(migrationsDir, 'index.ts');
+    await writeFile(
+      index,
+      (await readFile(index, 'utf8'))
+        .replace(/^(import .*\n)(?!import)/m, `$1import * as nickname from './${migration}.js';\n`)
+        .replace(/\n};\n$/, `\n  '${migration}': nickname,\n};\n`),
+    );
+    const tables = path.join(dir, 'src/db/database.ts');
+    // The first additional_data column is the contacts table's.
+    await writeFile(
+      tables,
+      (await readFile(tables, 'utf8')).replace(
+        '  additional_data: ColumnType<',
+        '  nickname: string | null;\n  additional_data: ColumnType<',
+      ),
+    );
 
-  const codegen = await tsx(dir, ['scripts/codegen.ts']);
-  t.equal(codegen.code, 0, codegen.stderr);
-  const typecheck = await run(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', 'tsconfig.json'], { cwd: dir });
-  t.equal(typecheck.code, 0, `no other edit is needed for tsc: ${typecheck.stdout}`);
+    const codegen = await tsx(dir, ['scripts/codegen.ts']);
+    t.equal(codegen.code, 0, codegen.stderr);
+    const typecheck = await run(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', 'tsconfig.json'], {
+      cwd: dir,
+    });
+    t.equal(typecheck.code, 0, `no other edit is needed for tsc: ${typecheck.stdout}`);
 
-  await writeFile(
-    path.join(dir, 'nickname.ts'),
-    `import { loadConfig } from './plugins/config.js';
+    await writeFile(
+      path.join(dir, 'nickname.ts'),
+      `import { loadConfig } from './plugins/config.js';
 import { buildApp } from './src/app.js';
 const app = await buildApp({ config: await loadConfig() });
 const [user] = await app.db.insertInto('users').values({ username: 'nick', email: 'nick@example.com', password_hash: 'x', is_verified: true }).returning('id').execute();
@@ -192,22 +219,23 @@ const answers = {
 process.stdout.write(JSON.stringify(answers));
 await app.close();
 `,
-  );
-  const result = await tsx(dir, ['nickname.ts'], { ...process.env, ...(await testEnv(t)) });
-  t.equal(result.code, 0, result.stderr);
-  t.same(JSON.parse(result.stdout), {
-    created: [
-      [201, 'Bee'],
-      [201, 'Ace'],
-      [201, null],
-    ],
-    read: 'Bee',
-    patched: 'Cat',
-    tooLong: { status: 422, body: { detail: 'body/nickname must NOT have more than 30 characters' } },
-    eq: ['Bob'],
-    startswith: ['Cy'],
-    badOperator: { detail: "Invalid filter operator 'like' for field 'nickname'" },
-    sorted: ['Bob', 'Ann', 'Cy'],
-    sortedDown: ['Cy', 'Ann', 'Bob'],
-  });
-});
+    );
+    const result = await tsx(dir, ['nickname.ts'], { ...process.env, ...(await testEnv(t)) });
+    t.equal(result.code, 0, result.stderr);
+    t.same(JSON.parse(result.stdout), {
+      created: [
+        [201, 'Bee'],
+        [201, 'Ace'],
+        [201, null],
+      ],
+      read: 'Bee',
+      patched: 'Cat',
+      tooLong: { status: 422, body: { detail: 'body/nickname must NOT have more than 30 characters' } },
+      eq: ['Bob'],
+      startswith: ['Cy'],
+      badOperator: { detail: "Invalid filter operator 'like' for field 'nickname'" },
+      sorted: ['Bob', 'Ann', 'Cy'],
+      sortedDown: ['Cy', 'Ann', 'Bob'],
+    });
+  },
+);

@@ -13,16 +13,25 @@ t.test('config:check fails when .env.example or the docs table drifts from the s
     await cp(file, path.join(root, file));
   }
   const run = (...args: string[]) =>
-    spawnSync(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(root, 'scripts/config-docs.ts'), ...args], { encoding: 'utf8', timeout: 60_000 });
+    spawnSync(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(root, 'scripts/config-docs.ts'), ...args], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
   const schema = path.join(root, 'plugins/config-schema.ts');
-  await writeFile(schema, (await readFile(schema, 'utf8')).replace("maximum: 65_535, default: 3000", "maximum: 65_535, default: 8080"));
+  await writeFile(schema, (await readFile(schema, 'utf8')).replace('maximum: 65_535, default: 3000', 'maximum: 65_535, default: 8080'));
   const drifted = run('--check');
   t.equal(drifted.status, 1);
-  t.equal(drifted.stderr, '.env.example and docs/configuration.md differ from plugins/config-schema.ts: run `npm run config:docs` and commit the result\n');
+  t.equal(
+    drifted.stderr,
+    '.env.example and docs/configuration.md differ from plugins/config-schema.ts: run `npm run config:docs` and commit the result\n',
+  );
 
   t.equal(run().status, 0);
   t.match(await readFile(path.join(root, '.env.example'), 'utf8'), /\nPORT=8080\n/);
-  t.match(await readFile(path.join(root, 'docs/configuration.md'), 'utf8'), /\| `PORT` \| `8080` \| a whole number from 0 to 65535 \| Port to listen on\. \|/);
+  t.match(
+    await readFile(path.join(root, 'docs/configuration.md'), 'utf8'),
+    /\| `PORT` \| `8080` \| a whole number from 0 to 65535 \| Port to listen on\. \|/,
+  );
   t.equal(run('--check').status, 0, 'mended');
 
   const doc = path.join(root, 'docs/configuration.md');

@@ -37,7 +37,9 @@ function baseSpec(): any {
         post: {
           operationId: 'createItem',
           requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/ItemCreate' } } } },
-          responses: { '201': { description: 'Created.', content: { 'application/json': { schema: { $ref: '#/components/schemas/Item' } } } } },
+          responses: {
+            '201': { description: 'Created.', content: { 'application/json': { schema: { $ref: '#/components/schemas/Item' } } } },
+          },
         },
       },
       '/items/{id}': {
@@ -79,7 +81,10 @@ async function diff(edit: (spec: any) => void): Promise<{ breaking: string[]; co
   const after = baseSpec();
   edit(after);
   const changes = compareContracts(before, await dereference(stringify(after)));
-  return { breaking: changes.filter((c) => c.breaking).map(formatChange), compatible: changes.filter((c) => !c.breaking).map(formatChange) };
+  return {
+    breaking: changes.filter((c) => c.breaking).map(formatChange),
+    compatible: changes.filter((c) => !c.breaking).map(formatChange),
+  };
 }
 
 t.test('documentation, x- extensions and keywords written beside a $ref change nothing', async (t) => {
@@ -178,7 +183,10 @@ t.test('response headers: a new value or a header no longer guaranteed breaks re
       cache.required = false;
     }),
     {
-      breaking: [`GET /items/ response 200 header 'X-Cache' required: true → false`, `GET /items/ response 200 header 'X-Cache' enum: added "STALE"`],
+      breaking: [
+        `GET /items/ response 200 header 'X-Cache' required: true → false`,
+        `GET /items/ response 200 header 'X-Cache' enum: added "STALE"`,
+      ],
       compatible: [],
     },
   );
@@ -207,12 +215,25 @@ t.test('the verdict: a break passes only with a major bump of info.version', asy
     exitCode: 1,
     line: 'Verdict: FAIL (1 breaking change, and info.version "1.3.0" is not a new major version: undo them, or set info.version to 2.0.0 if the break is deliberate)',
   });
-  t.same(verdict([change], '1.2.0', '2.0.0'), { exitCode: 0, line: "Verdict: pass (1 breaking change accepted: info.version's major was bumped, 1.2.0 → 2.0.0)" });
+  t.same(verdict([change], '1.2.0', '2.0.0'), {
+    exitCode: 0,
+    line: "Verdict: pass (1 breaking change accepted: info.version's major was bumped, 1.2.0 → 2.0.0)",
+  });
   t.same(verdict([change], 'draft', 'final'), {
     exitCode: 1,
     line: 'Verdict: FAIL (1 breaking change, and info.version "final" is not a new major version: undo them, or set info.version to a new major version if the break is deliberate)',
   });
-  t.same(verdict([{ ...change, breaking: false }, { ...change, breaking: false }], '1.2.0', '1.2.0'), { exitCode: 0, line: 'Verdict: pass (2 compatible changes, nothing breaks)' });
+  t.same(
+    verdict(
+      [
+        { ...change, breaking: false },
+        { ...change, breaking: false },
+      ],
+      '1.2.0',
+      '1.2.0',
+    ),
+    { exitCode: 0, line: 'Verdict: pass (2 compatible changes, nothing breaks)' },
+  );
   t.same(verdict([], '1.2.0', '1.2.0'), { exitCode: 0, line: 'Verdict: pass (no changes)' });
   const unchanged = formatReport([], verdict([], '1.2.0', '1.2.0'), 'openapi.yaml at HEAD');
   t.equal(unchanged, 'openapi.yaml at HEAD\n\nno changes\n\nVerdict: pass (no changes)\n');
@@ -226,7 +247,13 @@ interface Run {
 
 /** Runs a command to completion, whatever its exit code. */
 function run(file: string, args: string[], cwd: string): Promise<Run> {
-  const env = { ...process.env, GIT_AUTHOR_NAME: 'Test', GIT_AUTHOR_EMAIL: 'test@example.com', GIT_COMMITTER_NAME: 'Test', GIT_COMMITTER_EMAIL: 'test@example.com' };
+  const env = {
+    ...process.env,
+    GIT_AUTHOR_NAME: 'Test',
+    GIT_AUTHOR_EMAIL: 'test@example.com',
+    GIT_COMMITTER_NAME: 'Test',
+    GIT_COMMITTER_EMAIL: 'test@example.com',
+  };
   return new Promise((resolve) => {
     execFile(file, args, { cwd, env }, (error, stdout, stderr) => {
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout, stderr });
@@ -271,7 +298,11 @@ t.test('the CLI on a git repository: no contract to compare with, a break, a maj
     cloneWith('bumped', stringify(bumped)).then((clone) => contractDiff(clone, 'HEAD')),
   ]);
 
-  t.same(noContract, { code: 0, stdout: 'openapi.yaml does not exist at HEAD~1: no previous contract to compare with, nothing can break.\n', stderr: '' });
+  t.same(noContract, {
+    code: 0,
+    stdout: 'openapi.yaml does not exist at HEAD~1: no previous contract to compare with, nothing can break.\n',
+    stderr: '',
+  });
   t.same(failed, {
     code: 1,
     stdout: [
@@ -291,5 +322,9 @@ t.test('the CLI on a git repository: no contract to compare with, a break, a maj
   t.equal(accepted.code, 0, accepted.stderr);
   t.match(accepted.stdout, "Verdict: pass (1 breaking change accepted: info.version's major was bumped, 1.2.0 → 2.0.0)\n");
   t.same(unknownRef, { code: 2, stdout: '', stderr: "contract:diff: unknown git ref 'no-such-ref'\n" });
-  t.same(usage, { code: 2, stdout: '', stderr: 'contract:diff: usage: npm run contract:diff -- <git-ref>   (compares openapi.yaml with its version at <git-ref>)\n' });
+  t.same(usage, {
+    code: 2,
+    stdout: '',
+    stderr: 'contract:diff: usage: npm run contract:diff -- <git-ref>   (compares openapi.yaml with its version at <git-ref>)\n',
+  });
 });

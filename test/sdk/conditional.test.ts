@@ -79,7 +79,10 @@ t.test('getContactWithTag: the tag of the create, a 304 as notModified, a new ta
   t.strictSame(await getContactWithTag(client, contact.id, etag), { ok: true, notModified: true, etag });
   t.strictSame(statuses, [304]);
 
-  const patched = await client.PATCH('/api/contacts/{contact_id}', { params: { path: { contact_id: contact.id } }, body: { first_name: 'Ada' } });
+  const patched = await client.PATCH('/api/contacts/{contact_id}', {
+    params: { path: { contact_id: contact.id } },
+    body: { first_name: 'Ada' },
+  });
   const newTag = patched.response.headers.get('ETag')!;
   t.not(newTag, etag);
   t.strictSame(await getContactWithTag(client, contact.id, etag), { ok: true, notModified: false, contact: patched.data, etag: newTag });
@@ -120,9 +123,18 @@ t.test('two devices update with the same tag: one write wins, the other is told 
 t.test('replace: a stale tag writes nothing; the current one replaces and returns the new tag', async (t) => {
   const { client } = await setup(t);
   const { contact, etag: stale } = await created(client);
-  const patched = await client.PATCH('/api/contacts/{contact_id}', { params: { path: { contact_id: contact.id } }, body: { last_name: 'Moved' } });
+  const patched = await client.PATCH('/api/contacts/{contact_id}', {
+    params: { path: { contact_id: contact.id } },
+    body: { last_name: 'Moved' },
+  });
   const current = patched.response.headers.get('ETag')!;
-  const replacement: ContactCreate = { first_name: 'Grace', last_name: 'Hopper', email: 'grace@example.com', phone: '+14155550199', birthday: '1986-12-09' };
+  const replacement: ContactCreate = {
+    first_name: 'Grace',
+    last_name: 'Hopper',
+    email: 'grace@example.com',
+    phone: '+14155550199',
+    birthday: '1986-12-09',
+  };
 
   t.strictSame(await replaceContactIfUnchanged(client, contact.id, stale, replacement), { ok: false, reason: 'changed' });
   t.strictSame(await stored(client, contact.id), patched.data, 'nothing written');
@@ -137,7 +149,10 @@ t.test('replace: a stale tag writes nothing; the current one replaces and return
 t.test('delete: a stale tag deletes nothing; the current one deletes; then not-found', async (t) => {
   const { client } = await setup(t);
   const { contact, etag: stale } = await created(client);
-  const patched = await client.PATCH('/api/contacts/{contact_id}', { params: { path: { contact_id: contact.id } }, body: { first_name: 'Kept' } });
+  const patched = await client.PATCH('/api/contacts/{contact_id}', {
+    params: { path: { contact_id: contact.id } },
+    body: { first_name: 'Kept' },
+  });
   const current = patched.response.headers.get('ETag')!;
 
   t.strictSame(await deleteContactIfUnchanged(client, contact.id, stale), { ok: false, reason: 'changed' });
@@ -162,10 +177,14 @@ t.test("another user's contact is not-found; other error answers are thrown as A
   t.strictSame(await deleteContactIfUnchanged(stranger, contact.id, etag), { ok: false, reason: 'not-found' });
   t.strictSame(await stored(client, contact.id), contact, 'untouched');
 
-  const conflict = await updateContactIfUnchanged(client, other.contact.id, other.etag, { email: contact.email! }).catch((error: unknown) => error);
+  const conflict = await updateContactIfUnchanged(client, other.contact.id, other.etag, { email: contact.email! }).catch(
+    (error: unknown) => error,
+  );
   t.ok(conflict instanceof ApiError);
   t.match(conflict, { status: 409, detail: 'Contact with this email already exists' });
-  const invalid = await updateContactIfUnchanged(client, other.contact.id, other.etag, { email: 'not-an-email' }).catch((error: unknown) => error);
+  const invalid = await updateContactIfUnchanged(client, other.contact.id, other.etag, { email: 'not-an-email' }).catch(
+    (error: unknown) => error,
+  );
   t.match(invalid, { status: 422, detail: 'body/email must match format "email"' });
   t.strictSame(await stored(client, other.contact.id), other.contact, 'nothing written');
 

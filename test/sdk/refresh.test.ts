@@ -68,7 +68,10 @@ t.test('an expired access token is refreshed once and the call retried once, bod
   sent.length = 0;
   const listed = await client.GET('/api/contacts/');
   t.equal(listed.response.status, 200);
-  t.same(listed.data?.map((c) => c.id), [created.data?.id]);
+  t.same(
+    listed.data?.map((c) => c.id),
+    [created.data?.id],
+  );
   t.same(sent, ['GET /api/contacts/ 200'], 'the new token is used from then on, with no refresh');
   t.equal(refreshes(), 1);
 });
@@ -78,7 +81,10 @@ t.test('concurrent calls answered 401 share one refresh', async (t) => {
   await expire(session);
 
   const answers = await Promise.all([1, 2, 3].map(() => client.GET('/api/contacts/')));
-  t.same(answers.map((a) => a.response.status), [200, 200, 200]);
+  t.same(
+    answers.map((a) => a.response.status),
+    [200, 200, 200],
+  );
   t.equal(refreshes(), 1);
   t.same([...sent].sort(), [
     'GET /api/contacts/ 200',
@@ -123,7 +129,7 @@ t.test('a retry answered 401 again is returned as it is, not retried', async (t)
   t.equal(refreshes(), 1);
 });
 
-t.test("a 401 from login is the answer, not a reason to refresh", async (t) => {
+t.test('a 401 from login is the answer, not a reason to refresh', async (t) => {
   const { client, sent, refreshes } = await harness(t);
   const wrong = await login(client, { username: 'nobody', password: 'wrong-horse-battery' });
   t.equal(wrong.response.status, 401);

@@ -82,7 +82,10 @@ t.test('a user journey driven only through the generated client', async (t) => {
   t.equal(upcoming.data?.length, 7, 'birthdays today through six days ahead');
 
   const id = seen[0]!;
-  const patched = await client.PATCH('/api/contacts/{contact_id}', { params: { path: { contact_id: id } }, body: { last_name: 'Patched' } });
+  const patched = await client.PATCH('/api/contacts/{contact_id}', {
+    params: { path: { contact_id: id } },
+    body: { last_name: 'Patched' },
+  });
   t.equal(patched.data?.last_name, 'Patched');
   const replaced = await client.PUT('/api/contacts/{contact_id}', {
     params: { path: { contact_id: id } },
@@ -117,11 +120,14 @@ async function typechecker(t: Test): Promise<(source: string) => Promise<{ code:
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const sdk = path.relative(dir, path.resolve('sdk/src/index.js')).split(path.sep).join('/');
   // Snippets (the README's among them) may import more than they use; that is no misuse of the client.
-  await writeFile(path.join(dir, 'tsconfig.json'), JSON.stringify({
-    extends: path.relative(dir, path.resolve('tsconfig.json')),
-    compilerOptions: { noUnusedLocals: false, noUnusedParameters: false },
-    include: ['usage.ts'],
-  }));
+  await writeFile(
+    path.join(dir, 'tsconfig.json'),
+    JSON.stringify({
+      extends: path.relative(dir, path.resolve('tsconfig.json')),
+      compilerOptions: { noUnusedLocals: false, noUnusedParameters: false },
+      include: ['usage.ts'],
+    }),
+  );
   return async (source) => {
     await writeFile(path.join(dir, 'usage.ts'), source.replaceAll("'contacts-sdk'", `'${sdk}'`));
     return run(process.execPath, [path.resolve('node_modules/typescript/bin/tsc'), '-p', dir], { cwd: dir }).then(
@@ -134,7 +140,9 @@ async function typechecker(t: Test): Promise<(source: string) => Promise<{ code:
 t.test('tsc refuses code that misuses the client', async (t) => {
   const check = await typechecker(t);
   const typecheck = (source: string) =>
-    check(`import { createContactsClient, login, updateContactIfUnchanged } from 'contacts-sdk';\nconst client = createContactsClient('http://x', async () => null);\n${source}\n`);
+    check(
+      `import { createContactsClient, login, updateContactIfUnchanged } from 'contacts-sdk';\nconst client = createContactsClient('http://x', async () => null);\n${source}\n`,
+    );
 
   const correct = await typecheck(
     "void client.POST('/api/contacts/', { body: { first_name: 'A', last_name: 'B', email: 'a@b.co', phone: '+14155550123', birthday: '1990-01-01' } });",

@@ -161,7 +161,10 @@ t.test('an expired token (410) starts a full sync that replaces everything the s
   });
   t.strictSame(result, { token: store.token, full: true, pages: 1, put: 2, removed: 0 });
   t.equal(clears, 1);
-  t.strictSame([...store.contacts.keys()].sort((x, y) => x - y), [kept.id, added.id]);
+  t.strictSame(
+    [...store.contacts.keys()].sort((x, y) => x - y),
+    [kept.id, added.id],
+  );
   t.strictSame(held(store), await serverContacts(client));
 });
 

@@ -163,7 +163,8 @@ export function componentsOf(value: string): string[] {
  */
 export function checkSingleCard(card: Card): void {
   const { lines } = card;
-  const isMarker = (line: CardLine | undefined, name: string) => line?.name === name && line.group === null && line.value.trim().toUpperCase() === 'VCARD';
+  const isMarker = (line: CardLine | undefined, name: string) =>
+    line?.name === name && line.group === null && line.value.trim().toUpperCase() === 'VCARD';
   if (!isMarker(lines[0], 'BEGIN')) throw new CardError('the body does not start with BEGIN:VCARD');
   if (!isMarker(lines[lines.length - 1], 'END') || lines.length < 2) throw new CardError('the card has no END:VCARD at its end');
   for (let i = 1; i < lines.length - 1; i++) {

@@ -1,5 +1,14 @@
 import { parse } from 'csv-parse/sync';
-import { additionalDataOf, type Contact, type ImportEntry, type ImportFields, type ImportOptions, type ImportResult, MAX_BLANK_LINES, MAX_LINE_BYTES } from './entries.js';
+import {
+  additionalDataOf,
+  type Contact,
+  type ImportEntry,
+  type ImportFields,
+  type ImportOptions,
+  type ImportResult,
+  MAX_BLANK_LINES,
+  MAX_LINE_BYTES,
+} from './entries.js';
 
 const CRLF = '\r\n';
 const COLUMNS = ['first_name', 'last_name', 'email', 'phone', 'birthday', 'additional_data'] as const;
@@ -21,7 +30,14 @@ export function csvRowOf(contact: Contact): string {
   const additional = contact.additional_data == null ? '' : JSON.stringify(contact.additional_data);
   // A null field (a card stored over CardDAV) is an empty cell; a phone is E.164 and needs no escape.
   const phone = contact.phone === null || E164.test(contact.phone) ? (contact.phone ?? '') : defuse(contact.phone);
-  const cells = [defuse(contact.first_name), defuse(contact.last_name), defuse(contact.email ?? ''), phone, defuse(contact.birthday ?? ''), defuse(additional)];
+  const cells = [
+    defuse(contact.first_name),
+    defuse(contact.last_name),
+    defuse(contact.email ?? ''),
+    phone,
+    defuse(contact.birthday ?? ''),
+    defuse(additional),
+  ];
   return cells.map(quote).join(',') + CRLF;
 }
 
@@ -214,7 +230,8 @@ function rawLength(body: Buffer, start: number, cells: string[]): number | null 
     }
     const escaped = Buffer.from(cell.replaceAll('"', '""'));
     if (at + escaped.length + 2 > body.length) return null;
-    if (body.compare(escaped, 0, escaped.length, at + 1, at + 1 + escaped.length) !== 0 || body[at + 1 + escaped.length] !== QUOTE) return null;
+    if (body.compare(escaped, 0, escaped.length, at + 1, at + 1 + escaped.length) !== 0 || body[at + 1 + escaped.length] !== QUOTE)
+      return null;
     at += escaped.length + 2;
   }
   return body[at] === undefined || body[at] === CR || body[at] === LF ? at - start : null;

@@ -56,6 +56,7 @@ export function additionalDataOf(text: string): { value: Record<string, unknown>
     if (error instanceof RangeError) return { detail: 'body/additional_data is nested too deeply' };
     return { detail: 'body/additional_data must be a JSON object' };
   }
-  if (value !== null && (typeof value !== 'object' || Array.isArray(value))) return { detail: 'body/additional_data must be a JSON object' };
+  if (value !== null && (typeof value !== 'object' || Array.isArray(value)))
+    return { detail: 'body/additional_data must be a JSON object' };
   return { value: value as Record<string, unknown> | null };
 }

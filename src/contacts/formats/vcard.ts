@@ -1,5 +1,14 @@
 import { TextDecoder } from 'node:util';
-import { additionalDataOf, type Contact, type ImportEntry, type ImportFields, type ImportOptions, type ImportResult, MAX_BLANK_LINES, MAX_LINE_BYTES } from './entries.js';
+import {
+  additionalDataOf,
+  type Contact,
+  type ImportEntry,
+  type ImportFields,
+  type ImportOptions,
+  type ImportResult,
+  MAX_BLANK_LINES,
+  MAX_LINE_BYTES,
+} from './entries.js';
 
 const CRLF = '\r\n';
 /** RFC 6350 §3.2: lines longer than 75 octets (without the CRLF) are folded. */
@@ -110,7 +119,7 @@ export function parseVcards(body: string, options: ImportOptions = {}): ImportRe
   let card: OpenCard | null = null;
   let cards = 0;
   let ignoredLines = 0;
-  for (let next = lines.next(); !next.done && entries.length < maxEntries; ) {
+  for (let next = lines.next(); !next.done && entries.length < maxEntries;) {
     const line = next.value;
     next = lines.next();
     const property = line.tooLong ? null : propertyOf(line.text);
@@ -142,7 +151,8 @@ export function parseVcards(body: string, options: ImportOptions = {}): ImportRe
           next = lines.next();
           span += last.tooLong ? Infinity : last.span;
         }
-        const value = span > MAX_LINE_BYTES ? null : property.value.slice(0, -1) + softBreaksRemoved(text.slice(line.start + line.span, last.end));
+        const value =
+          span > MAX_LINE_BYTES ? null : property.value.slice(0, -1) + softBreaksRemoved(text.slice(line.start + line.span, last.end));
         // At most 3 UTF-8 bytes per UTF-16 unit: only a value a third as long as the limit needs counting.
         if (value === null || (span > MAX_LINE_BYTES / 3 && Buffer.byteLength(value) > MAX_LINE_BYTES)) {
           card.problem ??= tooLongLine(line);
@@ -174,14 +184,15 @@ function* logicalLines(text: string): Generator<Line> {
   let current: { first: string; rest: string[] | null; number: number; start: number; end: number; span: number } | null = null;
   const finish = ({ first, rest, number, start, end, span }: NonNullable<typeof current>): Line => {
     // At most 3 UTF-8 bytes per UTF-16 unit: only a line a third as long as the limit needs counting.
-    const tooLong = span > MAX_LINE_BYTES || (span > MAX_LINE_BYTES / 3 && Buffer.byteLength(text.slice(start, start + span)) > MAX_LINE_BYTES);
+    const tooLong =
+      span > MAX_LINE_BYTES || (span > MAX_LINE_BYTES / 3 && Buffer.byteLength(text.slice(start, start + span)) > MAX_LINE_BYTES);
     return { text: tooLong ? '' : rest ? first + rest.join('') : first, number, start, end, span, tooLong };
   };
   // The next CR and LF at or after `at`, each searched for again only once passed: one pass in all.
   let nextCr = text.indexOf('\r');
   let nextLf = text.indexOf('\n');
   let number = 0;
-  for (let at = 0; at < text.length; ) {
+  for (let at = 0; at < text.length;) {
     if (nextCr !== -1 && nextCr < at) nextCr = text.indexOf('\r', at);
     if (nextLf !== -1 && nextLf < at) nextLf = text.indexOf('\n', at);
     const end = Math.min(nextCr === -1 ? text.length : nextCr, nextLf === -1 ? text.length : nextLf);

@@ -17,7 +17,10 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('updated_at', sql`timestamptz(3)`, (col) => col.notNull().defaultTo(sql`now()`))
     // month * 100 + day: the birthday's place in any year, so upcoming birthdays are a range scan.
     .addColumn('birthday_key', 'smallint', (col) =>
-      col.notNull().generatedAlwaysAs(sql`(extract(month from birthday) * 100 + extract(day from birthday))::smallint`).stored(),
+      col
+        .notNull()
+        .generatedAlwaysAs(sql`(extract(month from birthday) * 100 + extract(day from birthday))::smallint`)
+        .stored(),
     )
     .execute();
 
@@ -26,7 +29,9 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`create unique index contacts_owner_email_key on contacts (owner_id, lower(email))`.execute(db);
   // Equality and case-sensitive prefix filters (text_pattern_ops serves LIKE 'abc%' under any collation).
   for (const column of ['first_name', 'last_name', 'email', 'phone']) {
-    await sql`create index ${sql.id(`contacts_owner_${column}_idx`)} on contacts (owner_id, ${sql.id(column)} text_pattern_ops)`.execute(db);
+    await sql`create index ${sql.id(`contacts_owner_${column}_idx`)} on contacts (owner_id, ${sql.id(column)} text_pattern_ops)`.execute(
+      db,
+    );
     // contains / endswith / ilike / bare-term search.
     await sql`create index ${sql.id(`contacts_${column}_trgm_idx`)} on contacts using gin (${sql.id(column)} gin_trgm_ops)`.execute(db);
   }

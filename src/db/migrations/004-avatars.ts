@@ -14,7 +14,9 @@ export async function up(db: Kysely<any>): Promise<void> {
   // users.avatar names the current image; deleting the image clears it. No API wrote the column
   // before, so any value in it names no image.
   await sql`update users set avatar = null where avatar is not null`.execute(db);
-  await sql`alter table users add constraint users_avatar_fkey foreign key (avatar) references avatars (name) on delete set null`.execute(db);
+  await sql`alter table users add constraint users_avatar_fkey foreign key (avatar) references avatars (name) on delete set null`.execute(
+    db,
+  );
 }
 
 export async function down(db: Kysely<any>): Promise<void> {

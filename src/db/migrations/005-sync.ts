@@ -16,7 +16,9 @@ export async function up(db: Kysely<any>): Promise<void> {
       new.change_xid := pg_current_xact_id();
       return new;
     end $$`.execute(db);
-  await sql`create trigger contacts_record_change before insert or update on contacts for each row execute function contacts_record_change()`.execute(db);
+  await sql`create trigger contacts_record_change before insert or update on contacts for each row execute function contacts_record_change()`.execute(
+    db,
+  );
 
   // No foreign key to users: a user's deletion cascades to their contacts, whose tombstones would
   // then point at a user already gone. Tombstones are purged by age (SYNC_TOMBSTONE_DAYS) whenever a sync runs.
@@ -35,7 +37,9 @@ export async function up(db: Kysely<any>): Promise<void> {
       insert into contact_tombstones (contact_id, owner_id) values (old.id, old.owner_id);
       return old;
     end $$`.execute(db);
-  await sql`create trigger contacts_record_deletion after delete on contacts for each row execute function contacts_record_deletion()`.execute(db);
+  await sql`create trigger contacts_record_deletion after delete on contacts for each row execute function contacts_record_deletion()`.execute(
+    db,
+  );
 }
 
 export async function down(db: Kysely<any>): Promise<void> {

@@ -18,7 +18,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     ['first_name', 'last_name', 'email', 'phone'].map((column) => sql`coalesce(lower(${sql.id(column)}), '')`),
     sql` || ${sql.lit('\u001f')} || `,
   );
-  await createIndex(db, 'contacts', 'contacts_owner_search_idx', sql`(owner_id, id, (${key}) collate "C") include (first_name, last_name, email, phone)`);
+  await createIndex(
+    db,
+    'contacts',
+    'contacts_owner_search_idx',
+    sql`(owner_id, id, (${key}) collate "C") include (first_name, last_name, email, phone)`,
+  );
 }
 
 export async function down(db: Kysely<any>): Promise<void> {

@@ -55,7 +55,9 @@ export async function up(db: Kysely<any>): Promise<void> {
       delete from contact_counts;
       return null;
     end $$`.execute(db);
-  await sql`create trigger contacts_count_truncate after truncate on contacts for each statement execute function contacts_count_truncate()`.execute(db);
+  await sql`create trigger contacts_count_truncate after truncate on contacts for each statement execute function contacts_count_truncate()`.execute(
+    db,
+  );
   await sql`
     create function users_drop_contact_counts() returns trigger language plpgsql as $$
     begin

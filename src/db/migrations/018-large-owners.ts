@@ -34,7 +34,9 @@ export async function up(db: Kysely<any>): Promise<void> {
   // Marking a contact is no change of it: 005's trigger would otherwise move its sync position, and
   // every CardDAV client of a promoted owner would fetch every card again.
   await sql`drop trigger contacts_record_change on contacts`.execute(db);
-  await sql`create trigger contacts_record_change before insert on contacts for each row execute function contacts_record_change()`.execute(db);
+  await sql`create trigger contacts_record_change before insert on contacts for each row execute function contacts_record_change()`.execute(
+    db,
+  );
   await sql`
     create trigger contacts_record_update before update on contacts
       for each row when (old.large_owner = new.large_owner) execute function contacts_record_change()`.execute(db);
@@ -43,7 +45,9 @@ export async function up(db: Kysely<any>): Promise<void> {
 export async function down(db: Kysely<any>): Promise<void> {
   await sql`drop trigger contacts_record_update on contacts`.execute(db);
   await sql`drop trigger contacts_record_change on contacts`.execute(db);
-  await sql`create trigger contacts_record_change before insert or update on contacts for each row execute function contacts_record_change()`.execute(db);
+  await sql`create trigger contacts_record_change before insert or update on contacts for each row execute function contacts_record_change()`.execute(
+    db,
+  );
   await sql`drop trigger contacts_mark_large_owner on contacts`.execute(db);
   await sql`drop function contacts_mark_large_owner()`.execute(db);
   await db.schema.dropTable('large_owners').execute();

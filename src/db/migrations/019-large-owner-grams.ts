@@ -15,7 +15,12 @@ export const transactional = false;
  */
 export async function up(db: Kysely<any>): Promise<void> {
   const fields = ['first_name', 'last_name', 'email', 'phone'].map((column) => sql`lower(${sql.id(column)})`);
-  await createIndex(db, 'contacts', 'contacts_large_owner_grams_idx', sql`using gin (contact_search_grams(owner_id, ${sql.join(fields)})) where large_owner`);
+  await createIndex(
+    db,
+    'contacts',
+    'contacts_large_owner_grams_idx',
+    sql`using gin (contact_search_grams(owner_id, ${sql.join(fields)})) where large_owner`,
+  );
   await dropIndex(db, 'contacts_owner_grams_idx');
 }
 

@@ -15,7 +15,14 @@ const entriesOf = (body: string): ImportEntry[] => {
   if (!result.ok) throw new Error(`expected rows, got: ${result.detail}`);
   return result.entries;
 };
-const row = (first_name: string, last_name: string, email: string, phone: string, birthday: string, additional_data?: ImportFields['additional_data']) => ({
+const row = (
+  first_name: string,
+  last_name: string,
+  email: string,
+  phone: string,
+  birthday: string,
+  additional_data?: ImportFields['additional_data'],
+) => ({
   first_name,
   last_name,
   email,
@@ -31,15 +38,24 @@ t.test('export: the header openapi.yaml fixes, and rows quoted only where RFC 41
     csvRowOf({ ...jane, additional_data: { tags: ['a', 'b'], vip: true } }),
     'Jane,Doe,jane@example.com,+14155550123,1990-05-17,"{""tags"":[""a"",""b""],""vip"":true}"\r\n',
   );
-  t.equal(csvRowOf({ ...jane, first_name: 'Smith, Jr.', last_name: 'say "hi"' }), '"Smith, Jr.","say ""hi""",jane@example.com,+14155550123,1990-05-17,\r\n');
-  t.equal(csvRowOf({ ...jane, first_name: 'two\nlines', last_name: 'cr\ronly' }), '"two\nlines","cr\ronly",jane@example.com,+14155550123,1990-05-17,\r\n');
+  t.equal(
+    csvRowOf({ ...jane, first_name: 'Smith, Jr.', last_name: 'say "hi"' }),
+    '"Smith, Jr.","say ""hi""",jane@example.com,+14155550123,1990-05-17,\r\n',
+  );
+  t.equal(
+    csvRowOf({ ...jane, first_name: 'two\nlines', last_name: 'cr\ronly' }),
+    '"two\nlines","cr\ronly",jane@example.com,+14155550123,1990-05-17,\r\n',
+  );
   // Spaces and semicolons are written as they are.
   t.equal(csvRowOf({ ...jane, first_name: ' =1+1 ', last_name: "a;'x" }), " =1+1 ,a;'x,jane@example.com,+14155550123,1990-05-17,\r\n");
 });
 
 t.test('export: a cell a spreadsheet would run as a formula starts with a quote (OWASP CSV injection)', async (t) => {
   const cells = (contact: Partial<Contact>) => csvRowOf({ ...jane, ...contact });
-  t.equal(cells({ first_name: '=HYPERLINK("http://evil.example","x")' }), `"'=HYPERLINK(""http://evil.example"",""x"")",Doe,jane@example.com,+14155550123,1990-05-17,\r\n`);
+  t.equal(
+    cells({ first_name: '=HYPERLINK("http://evil.example","x")' }),
+    `"'=HYPERLINK(""http://evil.example"",""x"")",Doe,jane@example.com,+14155550123,1990-05-17,\r\n`,
+  );
   t.equal(cells({ first_name: '+SUM(1,2)', last_name: '-2+3' }), `"'+SUM(1,2)",'-2+3,jane@example.com,+14155550123,1990-05-17,\r\n`);
   t.equal(cells({ first_name: '@SUM(A1)', email: '=1@example.com' }), "'@SUM(A1),Doe,'=1@example.com,+14155550123,1990-05-17,\r\n");
   t.equal(cells({ first_name: '\tTab', last_name: '\rCR', email: '\0nul' }), `'\tTab,"'\rCR",'\0nul,+14155550123,1990-05-17,\r\n`);
@@ -50,7 +66,11 @@ t.test('export: a cell a spreadsheet would run as a formula starts with a quote 
   // A stored phone is + and digits: a number to a spreadsheet, written as it is.
   t.equal(cells({}), 'Jane,Doe,jane@example.com,+14155550123,1990-05-17,\r\n');
   t.equal(cells({ phone: '+1 (415)' }), "Jane,Doe,jane@example.com,'+1 (415),1990-05-17,\r\n", 'anything else is escaped');
-  t.equal(cells({ additional_data: { '=': 1 } }), 'Jane,Doe,jane@example.com,+14155550123,1990-05-17,"{""="":1}"\r\n', 'JSON starts with {');
+  t.equal(
+    cells({ additional_data: { '=': 1 } }),
+    'Jane,Doe,jane@example.com,+14155550123,1990-05-17,"{""="":1}"\r\n',
+    'JSON starts with {',
+  );
 });
 
 t.test('import: the escaping quote is dropped, as a spreadsheet drops it', async (t) => {
@@ -109,12 +129,26 @@ t.test('import: the header is checked first; a missing column is named in a fixe
   t.strictSame(parseCsv('birthday,first_name,last_name\r\n'), missing('email'));
   t.strictSame(parseCsv('first_name,last_name,email,birthday,additional_data\r\n'), missing('phone'));
   t.strictSame(parseCsv('first_name,last_name,email,phone\r\n"unclosed'), missing('birthday'), 'before any row is read');
-  t.strictSame(parseCsv('first name,last name,email,phone,birthday\r\n'), missing('first_name'), 'names are not rewritten beyond trim and case');
+  t.strictSame(
+    parseCsv('first name,last name,email,phone,birthday\r\n'),
+    missing('first_name'),
+    'names are not rewritten beyond trim and case',
+  );
   t.strictSame(parseCsv(''), missing('first_name'), 'an empty body has no header');
   t.strictSame(parseCsv('\uFEFF\r\n\r\n  \r\n'), missing('first_name'), 'nor has a body of blank lines');
-  t.strictSame(parseCsv('first_name,last_name,"email\r\nphone,birthday\r\n'), { ok: false, detail: 'CSV header has a quoted field that is never closed' });
-  t.strictSame(parseCsv('first_name,"last_name"x,email,phone,birthday\r\n'), { ok: false, detail: 'CSV header has text after a closing quote' });
-  t.strictSame(parseCsv('first_name,last_name,email,phone,birthday\r\n'), { ok: true, entries: [] }, 'additional_data is optional; no rows is no entries');
+  t.strictSame(parseCsv('first_name,last_name,"email\r\nphone,birthday\r\n'), {
+    ok: false,
+    detail: 'CSV header has a quoted field that is never closed',
+  });
+  t.strictSame(parseCsv('first_name,"last_name"x,email,phone,birthday\r\n'), {
+    ok: false,
+    detail: 'CSV header has text after a closing quote',
+  });
+  t.strictSame(
+    parseCsv('first_name,last_name,email,phone,birthday\r\n'),
+    { ok: true, entries: [] },
+    'additional_data is optional; no rows is no entries',
+  );
 });
 
 t.test('import: blank lines are skipped and not counted; bad rows are entry errors', async (t) => {
@@ -165,15 +199,22 @@ t.test('import: LF, lone CR and CRLF line ends, a UTF-8 BOM, a missing final lin
     t.strictSame(entriesOf(lines.join(lineEnd)), expected);
     t.strictSame(entriesOf(`\uFEFF${lines.join(lineEnd)}${lineEnd}${lineEnd}`), expected);
   }
-  t.strictSame(entriesOf(`\uFEFF"first_name","last_name","email","phone","birthday"\nx,y,z,+1,2000-01-01`), [{ entry: 1, fields: row('x', 'y', 'z', '+1', '2000-01-01') }]);
+  t.strictSame(entriesOf(`\uFEFF"first_name","last_name","email","phone","birthday"\nx,y,z,+1,2000-01-01`), [
+    { entry: 1, fields: row('x', 'y', 'z', '+1', '2000-01-01') },
+  ]);
   // A BOM belongs to the body, not to the first column name; U+FEFF elsewhere is text.
-  t.strictSame(entriesOf(`\uFEFF${HEADER}\n\uFEFFx,y,z,+1,2000-01-01,`), [{ entry: 1, fields: row('\uFEFFx', 'y', 'z', '+1', '2000-01-01') }]);
+  t.strictSame(entriesOf(`\uFEFF${HEADER}\n\uFEFFx,y,z,+1,2000-01-01,`), [
+    { entry: 1, fields: row('\uFEFFx', 'y', 'z', '+1', '2000-01-01') },
+  ]);
 });
 
 t.test('import: maxEntries stops reading', async (t) => {
   const body = csvHeader() + csvRowOf(jane).repeat(5);
   const result = parseCsv(body, { maxEntries: 3 });
-  t.strictSame(result, { ok: true, entries: [1, 2, 3].map((entry) => ({ entry, fields: row('Jane', 'Doe', 'jane@example.com', '+14155550123', '1990-05-17') })) });
+  t.strictSame(result, {
+    ok: true,
+    entries: [1, 2, 3].map((entry) => ({ entry, fields: row('Jane', 'Doe', 'jane@example.com', '+14155550123', '1990-05-17') })),
+  });
 });
 
 t.test('limits: a record over 262,144 bytes is an error of its row; more than 100,000 blank lines refuse the import', async (t) => {
@@ -225,13 +266,27 @@ t.test('import: hostile input never throws', async (t) => {
 
 const fieldsFrom = (contact: Contact): ImportFields => {
   const { first_name, last_name, email, phone, birthday, additional_data } = contact;
-  return { first_name, last_name, email: email!, phone: phone!, birthday: birthday!, ...(additional_data === null ? {} : { additional_data }) };
+  return {
+    first_name,
+    last_name,
+    email: email!,
+    phone: phone!,
+    birthday: birthday!,
+    ...(additional_data === null ? {} : { additional_data }),
+  };
 };
 
 t.test('round trip: export, import, export again gives the same text', async (t) => {
   const tricky: Contact[] = [
     { ...jane, id: 1, first_name: 'Ann, "the" Q.', last_name: "O'Brien; Jr.", email: 'ann@example.com' },
-    { ...jane, id: 2, first_name: 'Back\\slash', last_name: 'CRLF\r\nLF\nCR\r', email: 'nl@example.com', additional_data: { note: 'a,b;c\\d\n"e"\r\n', nested: { list: [1, 2.5, null, true] } } },
+    {
+      ...jane,
+      id: 2,
+      first_name: 'Back\\slash',
+      last_name: 'CRLF\r\nLF\nCR\r',
+      email: 'nl@example.com',
+      additional_data: { note: 'a,b;c\\d\n"e"\r\n', nested: { list: [1, 2.5, null, true] } },
+    },
     { ...jane, id: 3, first_name: '😀'.repeat(30), last_name: 'é', email: 'emoji@example.com', additional_data: {} },
     { ...jane, id: 4, first_name: '  Pad ', last_name: ' ', email: 'pad@example.com', additional_data: { long: 'ü€😀;,"'.repeat(500) } },
   ];
@@ -250,7 +305,9 @@ t.test('round trip: export, import, export again gives the same text', async (t)
 
 t.test('round trip: random contacts survive exactly', async (t) => {
   const text = fc.string({ unit: 'binary', maxLength: 40 });
-  const data = fc.option(fc.dictionary(text, fc.jsonValue(), { maxKeys: 4 })).filter((value) => !/"(__proto__|constructor)"/.test(JSON.stringify(value)));
+  const data = fc
+    .option(fc.dictionary(text, fc.jsonValue(), { maxKeys: 4 }))
+    .filter((value) => !/"(__proto__|constructor)"/.test(JSON.stringify(value)));
   const contact = fc.record({ first_name: text, last_name: text, email: text, phone: text, birthday: text, additional_data: data });
   fc.assert(
     fc.property(fc.array(contact, { maxLength: 5 }), (contacts) => {
@@ -267,7 +324,9 @@ t.test('round trip: random contacts survive exactly', async (t) => {
 
 t.test('round trip: values that start with formula characters or quotes survive exactly, and export defuses them', async (t) => {
   const start = fc.constantFrom('=', '+', '-', '@', '\t', '\r', '\0', "'", "''", "'=", '"', ' ', 'a');
-  const value = fc.tuple(fc.array(start, { maxLength: 3 }), fc.string({ unit: 'binary', maxLength: 10 })).map(([head, rest]) => head.join('') + rest);
+  const value = fc
+    .tuple(fc.array(start, { maxLength: 3 }), fc.string({ unit: 'binary', maxLength: 10 }))
+    .map(([head, rest]) => head.join('') + rest);
   const formulaStart = /^[=+\-@\t\r\0]/;
   fc.assert(
     fc.property(fc.record({ first_name: value, last_name: value, email: value, phone: value, birthday: value }), (fields) => {
@@ -277,7 +336,9 @@ t.test('round trip: values that start with formula characters or quotes survive 
       const read = entries[0]!;
       if (!('fields' in read) || !isDeepStrictEqual(entries, [{ entry: 1, fields: fieldsFrom(contact) }])) return false;
       // What a cell holds (inside its quotes, if quoted) never starts with a formula character.
-      const defused = [fields.first_name, fields.last_name, fields.email, fields.birthday].every((field) => !formulaStart.test(defuse(field)));
+      const defused = [fields.first_name, fields.last_name, fields.email, fields.birthday].every(
+        (field) => !formulaStart.test(defuse(field)),
+      );
       return defused && csvHeader() + csvRowOf({ ...contact, ...read.fields, additional_data: null }) === body;
     }),
     { seed: SEED, numRuns: 500 },

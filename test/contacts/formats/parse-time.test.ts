@@ -59,7 +59,8 @@ function ratioOnce(read: (body: string) => ImportResult, small: string, large: s
 /** The smallest ratio of up to ATTEMPTS measurements, stopping at the first under MAX_RATIO. */
 function ratio(read: (body: string) => ImportResult, small: string, large: string): number {
   let smallest = Infinity;
-  for (let attempt = 0; attempt < ATTEMPTS && smallest >= MAX_RATIO; attempt++) smallest = Math.min(smallest, ratioOnce(read, small, large));
+  for (let attempt = 0; attempt < ATTEMPTS && smallest >= MAX_RATIO; attempt++)
+    smallest = Math.min(smallest, ratioOnce(read, small, large));
   return smallest;
 }
 
@@ -70,7 +71,14 @@ function bodies(unit: string, base: number, wrap: (repeated: string) => string):
 }
 
 /** Checks every shape `unit` draws, repeated to `base` characters; `wrap` makes a body of the repeated unit. */
-function linearIn(t: Test, read: (body: string) => ImportResult, unit: fc.Arbitrary<string>, base: number, wrap: (repeated: string) => string, examples: string[] = []) {
+function linearIn(
+  t: Test,
+  read: (body: string) => ImportResult,
+  unit: fc.Arbitrary<string>,
+  base: number,
+  wrap: (repeated: string) => string,
+  examples: string[] = [],
+) {
   const ratios: number[] = [];
   fc.assert(
     fc.property(unit, (text) => {
@@ -91,16 +99,32 @@ t.test(`vCard: a body ${GROWTH} times as large takes less than ${MAX_RATIO} time
   // and mixes of them with blank lines, quotes, stray '=' and more cards.
   const continued = fc.constantFrom('ab=', '=', '=3D=', 'é=', ' folded', '\tfolded=');
   const other = fc.constantFrom('', 'x', ';', ':', '"', '\\,', 'BEGIN:VCARD', 'N;ENCODING=QUOTED-PRINTABLE:=');
-  const pieces = fc.oneof(fc.array(continued, { minLength: 1, maxLength: 8 }), fc.array(fc.oneof(continued, other), { minLength: 1, maxLength: 8 }));
+  const pieces = fc.oneof(
+    fc.array(continued, { minLength: 1, maxLength: 8 }),
+    fc.array(fc.oneof(continued, other), { minLength: 1, maxLength: 8 }),
+  );
   const unit = fc.tuple(pieces, lineEnd).map(([parts, end]) => parts.map((part) => part + end).join(''));
   const card = (repeated: string) => `BEGIN:VCARD\r\nFN:A B\r\nNOTE;ENCODING=QUOTED-PRINTABLE:=\r\n${repeated}\r\nEND:VCARD\r\n`;
   // The issue's own body first: a quoted-printable NOTE followed by ab=CRLF many times.
-  linearIn(t, (body) => parseVcards(body, OPTIONS), unit, BASE.vcard, (repeated) => card(repeated).repeat(CARDS), ['ab=\r\n']);
+  linearIn(
+    t,
+    (body) => parseVcards(body, OPTIONS),
+    unit,
+    BASE.vcard,
+    (repeated) => card(repeated).repeat(CARDS),
+    ['ab=\r\n'],
+  );
 });
 
 t.test(`CSV: a body ${GROWTH} times as large takes less than ${MAX_RATIO} times as long`, async (t) => {
   // Quotes, doubled quotes, commas, line breaks in and out of quotes, blanks, text after a closing quote.
   const piece = fc.constantFrom('"', '""', ',', '\r\n', '\n', '\r', ' ', 'a', '"a"x', '=1', "'");
   const unit = fc.tuple(fc.array(piece, { minLength: 1, maxLength: 8 }), lineEnd).map(([parts, end]) => parts.join('') + end);
-  linearIn(t, (body) => parseCsv(body, OPTIONS), unit, BASE.csv, (repeated) => `first_name,last_name,email,phone,birthday\r\n${repeated}`);
+  linearIn(
+    t,
+    (body) => parseCsv(body, OPTIONS),
+    unit,
+    BASE.csv,
+    (repeated) => `first_name,last_name,email,phone,birthday\r\n${repeated}`,
+  );
 });

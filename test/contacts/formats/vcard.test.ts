@@ -60,7 +60,10 @@ t.test('export: one card with the properties openapi.yaml lists, CRLF line ends'
 t.test('export: TEXT values escaped as RFC 6350 §3.4 says, inside N components too', async (t) => {
   // §6.2.1 and §6.7.2 examples.
   t.equal(escapeText('Mr. John Q. Public, Esq.'), 'Mr. John Q. Public\\, Esq.');
-  t.equal(escapeText('This fax number is operational 0800 to 1715 EST, Mon-Fri.'), 'This fax number is operational 0800 to 1715 EST\\, Mon-Fri.');
+  t.equal(
+    escapeText('This fax number is operational 0800 to 1715 EST, Mon-Fri.'),
+    'This fax number is operational 0800 to 1715 EST\\, Mon-Fri.',
+  );
   t.equal(escapeText('back\\slash;semi,comma\nnewline'), 'back\\\\slash\\;semi\\,comma\\nnewline');
   t.equal(escapeText('crlf\r\nand lone\rcr'), 'crlf\\nand lone\\ncr');
   t.equal(escapeText('colon: "quotes" stay'), 'colon: "quotes" stay');
@@ -80,7 +83,12 @@ t.test('export: folding at exactly 75 octets, never inside a UTF-8 character', a
   t.equal(foldLine(`X:${'b'.repeat(200)}`), `X:${'b'.repeat(73)}\r\n ${'b'.repeat(74)}\r\n ${'b'.repeat(53)}`);
   t.equal(foldLine(`X:${'€'.repeat(60)}`), `X:${'€'.repeat(24)}\r\n ${'€'.repeat(24)}\r\n ${'€'.repeat(12)}`);
 
-  const card = vcardOf({ ...jane, first_name: '😀'.repeat(30), last_name: 'é'.repeat(50), additional_data: { long: 'x'.repeat(500), mixed: 'ü€😀'.repeat(40) } });
+  const card = vcardOf({
+    ...jane,
+    first_name: '😀'.repeat(30),
+    last_name: 'é'.repeat(50),
+    additional_data: { long: 'x'.repeat(500), mixed: 'ü€😀'.repeat(40) },
+  });
   t.ok(card.endsWith('\r\n'));
   t.notOk(/\r(?!\n)|(?<!\r)\n/.test(card), 'every line break is CRLF');
   const lines = card.split('\r\n').slice(0, -1);
@@ -120,10 +128,13 @@ t.test('import: RFC 6350 §3.2 folded forms unfold to the same line (CRLF, LF, t
 
 t.test('import: RFC 6350 escaped TEXT values and N components', async (t) => {
   // §6.2.2: N components; unescaped commas inside one are list separators and stay as text.
-  t.strictSame(fieldsOf(crlf('BEGIN:VCARD', 'VERSION:4.0', 'FN:Mr. John Q. Public\\, Esq.', 'N:Public;John;Quinlan;Mr.;Esq.', 'END:VCARD')), {
-    first_name: 'John',
-    last_name: 'Public',
-  });
+  t.strictSame(
+    fieldsOf(crlf('BEGIN:VCARD', 'VERSION:4.0', 'FN:Mr. John Q. Public\\, Esq.', 'N:Public;John;Quinlan;Mr.;Esq.', 'END:VCARD')),
+    {
+      first_name: 'John',
+      last_name: 'Public',
+    },
+  );
   t.strictSame(fieldsOf(crlf('BEGIN:VCARD', 'VERSION:4.0', 'N:Stevenson;John;Philip,Paul;Dr.;Jr.,M.D.,A.C.P.', 'END:VCARD')), {
     first_name: 'John',
     last_name: 'Stevenson',
@@ -285,7 +296,11 @@ t.test('import: 2.1 quoted-printable values in their CHARSET, bare parameters', 
 t.test('import: what each property becomes', async (t) => {
   const card = (...lines: string[]) => fieldsOf(crlf('BEGIN:VCARD', 'VERSION:4.0', ...lines, 'END:VCARD'));
   t.strictSame(card('N:Doe;Jane;;;', 'FN:Something Else'), { first_name: 'Jane', last_name: 'Doe' }, 'N wins over FN');
-  t.strictSame(card('N:;;;;', 'FN:Mary Ann  Smith'), { first_name: 'Mary Ann', last_name: 'Smith' }, 'an empty N falls back to FN, split at its last blank');
+  t.strictSame(
+    card('N:;;;;', 'FN:Mary Ann  Smith'),
+    { first_name: 'Mary Ann', last_name: 'Smith' },
+    'an empty N falls back to FN, split at its last blank',
+  );
   t.strictSame(card('FN:Jean-Luc\tPicard'), { first_name: 'Jean-Luc', last_name: 'Picard' }, 'any blank splits FN');
   t.strictSame(card('FN:Cher'), { first_name: 'Cher' }, 'one word is a first name');
   t.strictSame(card('N:Acme;;;;'), { first_name: '', last_name: 'Acme' }, 'an N with only a family name');
@@ -303,7 +318,9 @@ t.test('import: what each property becomes', async (t) => {
   t.equal(card('BDAY:--0415').birthday, '--0415', 'no year: left as given');
   t.equal(card('BDAY:19900517T000000Z').birthday, '19900517T000000Z', 'a date-time: left as given');
   // vCard's `\\` is JSON's `\`, so JSON's own `\n` escape (a newline) and `\\` (a backslash) come through.
-  t.strictSame(card('X-ADDITIONAL-DATA:{"a":"b\\,c\\;d"\\,"n":"x\\\\ny"\\,"b":"\\\\\\\\"}'), { additional_data: { a: 'b,c;d', n: 'x\ny', b: '\\' } });
+  t.strictSame(card('X-ADDITIONAL-DATA:{"a":"b\\,c\\;d"\\,"n":"x\\\\ny"\\,"b":"\\\\\\\\"}'), {
+    additional_data: { a: 'b,c;d', n: 'x\ny', b: '\\' },
+  });
   t.strictSame(card('X-ADDITIONAL-DATA:null'), { additional_data: null });
   t.strictSame(card('x-additional-data;VALUE=text:{}'), { additional_data: {} });
 });
@@ -314,7 +331,9 @@ t.test('import: an X-ADDITIONAL-DATA that is no JSON object is the entry error',
   t.strictSame(detailOf('[1\\,2]'), [{ entry: 1, detail: 'body/additional_data must be a JSON object' }]);
   t.strictSame(detailOf('"text"'), [{ entry: 1, detail: 'body/additional_data must be a JSON object' }]);
   t.strictSame(detailOf(''), [{ entry: 1, detail: 'body/additional_data must be a JSON object' }]);
-  t.strictSame(detailOf('{"__proto__":{"x":1}}'), [{ entry: 1, detail: 'body/additional_data must not contain "__proto__" or "constructor.prototype" keys' }]);
+  t.strictSame(detailOf('{"__proto__":{"x":1}}'), [
+    { entry: 1, detail: 'body/additional_data must not contain "__proto__" or "constructor.prototype" keys' },
+  ]);
   t.strictSame(detailOf('{"constructor":{"prototype":{}}}'), [
     { entry: 1, detail: 'body/additional_data must not contain "__proto__" or "constructor.prototype" keys' },
   ]);
@@ -326,8 +345,14 @@ t.test('import: an X-ADDITIONAL-DATA that is no JSON object is the entry error',
 
 t.test('import: structure, numbering, and text outside cards', async (t) => {
   t.strictSame(parseVcards(''), { ok: false, detail: 'No vCard in the body: it has no BEGIN:VCARD line' });
-  t.strictSame(parseVcards('first_name,last_name\r\nJane,Doe\r\n'), { ok: false, detail: 'No vCard in the body: it has no BEGIN:VCARD line' });
-  t.strictSame(parseVcards('BEGIN:VCALENDAR\r\nEND:VCALENDAR\r\n'), { ok: false, detail: 'No vCard in the body: it has no BEGIN:VCARD line' });
+  t.strictSame(parseVcards('first_name,last_name\r\nJane,Doe\r\n'), {
+    ok: false,
+    detail: 'No vCard in the body: it has no BEGIN:VCARD line',
+  });
+  t.strictSame(parseVcards('BEGIN:VCALENDAR\r\nEND:VCALENDAR\r\n'), {
+    ok: false,
+    detail: 'No vCard in the body: it has no BEGIN:VCARD line',
+  });
 
   const body = [
     '\uFEFFjunk before',
@@ -383,27 +408,33 @@ t.test('import: only-CR line ends and LF line ends read like CRLF; a BOM is skip
   t.strictSame(fieldsOf(`\uFEFF${card}`), expected, 'after a UTF-8 BOM');
 });
 
-t.test('limits: a line over 262,144 bytes as written is an error of its card; more than 100,000 ignored lines refuse the import', async (t) => {
-  const card = (...lines: string[]) => crlf('BEGIN:VCARD', 'FN:A B', ...lines, 'END:VCARD');
-  // 'NOTE:', `pad` bytes and CRLF, then 4,000 folded pieces of 65 bytes (CRLF, a space, 62 bytes): 262,144 bytes with a pad of 2,137.
-  const folded = (pad: number) => `NOTE:${'z'.repeat(pad)}${'\r\n '.concat('y'.repeat(62)).repeat(4000)}`;
-  const qp = (lines: number) => `NOTE;ENCODING=QUOTED-PRINTABLE:${'=\r\nab'.repeat(lines)}`;
-  t.strictSame(entriesOf(card() + card(folded(2137)) + card(folded(2138)) + card(`FN:${'é'.repeat(131_072)}`) + card(qp(60_000)) + card()), [
-    { entry: 1, fields: { first_name: 'A', last_name: 'B' } },
-    { entry: 2, fields: { first_name: 'A', last_name: 'B' } },
-    { entry: 3, detail: 'vCard line 4010 is longer than 262144 bytes' },
-    { entry: 4, detail: 'vCard line 8014 is longer than 262144 bytes' },
-    { entry: 5, detail: 'vCard line 8018 is longer than 262144 bytes' },
-    { entry: 6, fields: { first_name: 'A', last_name: 'B' } },
-  ]);
+t.test(
+  'limits: a line over 262,144 bytes as written is an error of its card; more than 100,000 ignored lines refuse the import',
+  async (t) => {
+    const card = (...lines: string[]) => crlf('BEGIN:VCARD', 'FN:A B', ...lines, 'END:VCARD');
+    // 'NOTE:', `pad` bytes and CRLF, then 4,000 folded pieces of 65 bytes (CRLF, a space, 62 bytes): 262,144 bytes with a pad of 2,137.
+    const folded = (pad: number) => `NOTE:${'z'.repeat(pad)}${'\r\n '.concat('y'.repeat(62)).repeat(4000)}`;
+    const qp = (lines: number) => `NOTE;ENCODING=QUOTED-PRINTABLE:${'=\r\nab'.repeat(lines)}`;
+    t.strictSame(
+      entriesOf(card() + card(folded(2137)) + card(folded(2138)) + card(`FN:${'é'.repeat(131_072)}`) + card(qp(60_000)) + card()),
+      [
+        { entry: 1, fields: { first_name: 'A', last_name: 'B' } },
+        { entry: 2, fields: { first_name: 'A', last_name: 'B' } },
+        { entry: 3, detail: 'vCard line 4010 is longer than 262144 bytes' },
+        { entry: 4, detail: 'vCard line 8014 is longer than 262144 bytes' },
+        { entry: 5, detail: 'vCard line 8018 is longer than 262144 bytes' },
+        { entry: 6, fields: { first_name: 'A', last_name: 'B' } },
+      ],
+    );
 
-  const blanks = (count: number, line: string) => `${line.repeat(count - 1)}${card()}${line}`;
-  t.strictSame(entriesOf(blanks(100_000, '\r\n')), [{ entry: 1, fields: { first_name: 'A', last_name: 'B' } }], '100,000 blank lines');
-  const tooMany = { ok: false, detail: 'Too many blank lines or lines outside cards in one import (max 100000)', tooLarge: true };
-  t.strictSame(parseVcards(blanks(100_001, '\r\n')), tooMany, '100,001 blank lines');
-  t.strictSame(parseVcards(blanks(100_001, 'NOTE:outside\n')), tooMany, '100,001 lines outside cards');
-  t.strictSame(parseVcards(card().replace('END:', `${'\r\n'.repeat(100_001)}END:`)), tooMany, 'blank lines inside a card count too');
-});
+    const blanks = (count: number, line: string) => `${line.repeat(count - 1)}${card()}${line}`;
+    t.strictSame(entriesOf(blanks(100_000, '\r\n')), [{ entry: 1, fields: { first_name: 'A', last_name: 'B' } }], '100,000 blank lines');
+    const tooMany = { ok: false, detail: 'Too many blank lines or lines outside cards in one import (max 100000)', tooLarge: true };
+    t.strictSame(parseVcards(blanks(100_001, '\r\n')), tooMany, '100,001 blank lines');
+    t.strictSame(parseVcards(blanks(100_001, 'NOTE:outside\n')), tooMany, '100,001 lines outside cards');
+    t.strictSame(parseVcards(card().replace('END:', `${'\r\n'.repeat(100_001)}END:`)), tooMany, 'blank lines inside a card count too');
+  },
+);
 
 t.test('import: hostile input never throws', async (t) => {
   const noCard = { ok: false, detail: 'No vCard in the body: it has no BEGIN:VCARD line' };
@@ -432,7 +463,10 @@ t.test('import: hostile input never throws', async (t) => {
   const inside = parseVcards(`BEGIN:VCARD\r\n${random(100_000)}\r\nEND:VCARD\r\n`);
   t.ok(inside.ok && inside.entries.length === 1 && inside.entries[0]!.entry === 1);
 
-  const piece = fc.oneof(fc.constantFrom('BEGIN:VCARD', 'END:VCARD', 'FN:A B', ' ', '\t', 'X;Y="', '=', ':', 'N;ENCODING=QUOTED-PRINTABLE:=C3='), fc.string({ unit: 'binary' }));
+  const piece = fc.oneof(
+    fc.constantFrom('BEGIN:VCARD', 'END:VCARD', 'FN:A B', ' ', '\t', 'X;Y="', '=', ':', 'N;ENCODING=QUOTED-PRINTABLE:=C3='),
+    fc.string({ unit: 'binary' }),
+  );
   fc.assert(
     fc.property(fc.array(piece), fc.constantFrom('\r\n', '\n', '\r', ''), (parts, lineEnd) => {
       const result: ImportResult = parseVcards(parts.join(lineEnd));
@@ -453,15 +487,34 @@ const tricky: Contact[] = [
     email: 'nl@example.com',
     phone: '+442071838750',
     birthday: '1900-01-01',
-    additional_data: { note: 'a,b;c\\d\n"e"\r\n', family: '👩‍👩‍👧‍👦 ünïcödé', nested: { list: [1, 2.5, null, true, 'x'.repeat(300)] }, constructor: 'ok' },
+    additional_data: {
+      note: 'a,b;c\\d\n"e"\r\n',
+      family: '👩‍👩‍👧‍👦 ünïcödé',
+      nested: { list: [1, 2.5, null, true, 'x'.repeat(300)] },
+      constructor: 'ok',
+    },
   },
   { ...jane, id: 3, first_name: '😀'.repeat(30), last_name: 'é'.repeat(40), email: 'emoji@example.com', additional_data: {} },
-  { ...jane, id: 4, first_name: '  Pad ', last_name: ' Spaces  ', email: 'pad@example.com', additional_data: { long: 'ü€😀;,'.repeat(500) } },
+  {
+    ...jane,
+    id: 4,
+    first_name: '  Pad ',
+    last_name: ' Spaces  ',
+    email: 'pad@example.com',
+    additional_data: { long: 'ü€😀;,'.repeat(500) },
+  },
 ];
 
 const fieldsFrom = (contact: Contact): ImportFields => {
   const { first_name, last_name, email, phone, birthday, additional_data } = contact;
-  return { first_name, last_name, email: email!, phone: phone!, birthday: birthday!, ...(additional_data === null ? {} : { additional_data }) };
+  return {
+    first_name,
+    last_name,
+    email: email!,
+    phone: phone!,
+    birthday: birthday!,
+    ...(additional_data === null ? {} : { additional_data }),
+  };
 };
 
 t.test('round trip: export, import, export again gives the same text', async (t) => {
@@ -481,7 +534,9 @@ t.test('round trip: export, import, export again gives the same text', async (t)
 t.test('round trip: random names and data survive (a CR becomes a newline, as vCard has no CR)', async (t) => {
   const text = fc.string({ unit: 'binary', maxLength: 60 });
   // Prototype keys are refused on import as on create, so they are not exportable data.
-  const data = fc.option(fc.dictionary(text, fc.jsonValue(), { maxKeys: 4 })).filter((value) => !/"(__proto__|constructor)"/.test(JSON.stringify(value)));
+  const data = fc
+    .option(fc.dictionary(text, fc.jsonValue(), { maxKeys: 4 }))
+    .filter((value) => !/"(__proto__|constructor)"/.test(JSON.stringify(value)));
   const newlines = (value: string) => value.replace(/\r\n?/g, '\n');
   fc.assert(
     fc.property(text, text, text, data, (first, last, email, additional) => {
