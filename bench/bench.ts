@@ -35,6 +35,7 @@ import {
   startNode,
   undo,
   verifiedUser,
+  LIMITS_LIFTED,
 } from './support.js';
 
 const USAGE = `Usage: npm run bench -- [options]
@@ -525,14 +526,7 @@ async function startService(name: string, deployment: Deployment, extraEnv: Reco
       REDIS_KEY_PREFIX: redisPrefix,
       LOG_LEVEL: 'warn',
       DATA_DIR: dataDir,
-      // Seeding registers, verifies and logs in anonymously; the default 20 a minute would throttle it.
-      RATE_LIMIT_ANON_PER_MIN: '1000000',
-      RATE_LIMIT_PASSWORD_PER_MIN: '1000000',
-      PASSWORD_QUEUE_PER_CLIENT: '64',
-      RATE_LIMIT_IMPORT_PER_MIN: '1000000',
-      RATE_LIMIT_EXPORT_PER_MIN: '1000000',
-      RATE_LIMIT_SYNC_PER_MIN: '1000000',
-      RATE_LIMIT_AVATAR_PER_MIN: '1000000',
+      ...LIMITS_LIFTED,
       // One token serves the whole run, which can outlast the default 15 minutes.
       ACCESS_TOKEN_TTL: '86400',
       ...extraEnv,

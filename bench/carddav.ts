@@ -36,6 +36,7 @@ import {
   startNode,
   undo,
   verifiedUser,
+  LIMITS_LIFTED,
 } from './support.js';
 
 const { values } = parseArgs({
@@ -118,13 +119,7 @@ async function startService(work: string): Promise<Server> {
       DATABASE_URL: databaseUrl,
       LOG_LEVEL: 'warn',
       DATA_DIR: dataDir,
-      RATE_LIMIT_ANON_PER_MIN: '1000000',
-      RATE_LIMIT_PASSWORD_PER_MIN: '1000000',
-      PASSWORD_QUEUE_PER_CLIENT: '64',
-      RATE_LIMIT_IMPORT_PER_MIN: '1000000',
-      RATE_LIMIT_EXPORT_PER_MIN: '1000000',
-      RATE_LIMIT_SYNC_PER_MIN: '1000000',
-      RATE_LIMIT_AVATAR_PER_MIN: '1000000',
+      ...LIMITS_LIFTED,
       ACCESS_TOKEN_TTL: '86400',
     },
     { path: '/readyz', status: 200 },

@@ -28,6 +28,7 @@ import {
   startNode,
   undo,
   verifiedUser,
+  LIMITS_LIFTED,
 } from './support.js';
 
 const { values } = parseArgs({
@@ -59,13 +60,7 @@ async function startService(databaseUrl: string, dataDir: string): Promise<Start
       DATABASE_URL: databaseUrl,
       LOG_LEVEL: 'warn',
       DATA_DIR: dataDir,
-      RATE_LIMIT_ANON_PER_MIN: '1000000',
-      RATE_LIMIT_PASSWORD_PER_MIN: '1000000',
-      PASSWORD_QUEUE_PER_CLIENT: '64',
-      RATE_LIMIT_IMPORT_PER_MIN: '1000000',
-      RATE_LIMIT_EXPORT_PER_MIN: '1000000',
-      RATE_LIMIT_SYNC_PER_MIN: '1000000',
-      RATE_LIMIT_AVATAR_PER_MIN: '1000000',
+      ...LIMITS_LIFTED,
       // e.g. --max-old-space-size=96: an export that held its rows would run out of heap.
       NODE_OPTIONS: values['node-options'],
     },
