@@ -17,6 +17,9 @@ const CONNECT_WAIT_MS = 2_000;
  * short command timeout) and keeps reconnecting in the background. The app starts even when Redis
  * is unreachable; callers treat every command as fallible. `contacts_dependency_up{dependency="redis"}`
  * is whether the connection is ready.
+ *
+ * Not @fastify/redis: it blocks start-up until Redis answers, so an instance could not start (or
+ * restart) during a Redis outage, although everything Redis holds here is optional.
  */
 export default fp(
   async (app) => {
