@@ -96,19 +96,26 @@ async function writing<T>(write: () => Promise<T>): Promise<T> {
 /** A create past CONTACTS_MAX_PER_USER: 409 on /api, 507 on /dav (docs/carddav.md). Nothing was written. */
 export class ContactQuotaExceeded extends Conflict {}
 
+interface QuotaOptions {
+  /** Words the 409 from the contacts the owner had and the create's. */
+  refusal?: (max: number, had: number, adding: number) => string;
+  /** The create makes one contact: far below the quota it needs no lock (repository.creatingWithin). */
+  oneContact?: boolean;
+}
+
 /**
  * Runs `create` within the owner's quota (repository.creatingWithin): exact, as one owner's creates
- * take a lock in turn. `refusal` words the 409 from the contacts the owner had and the create's.
+ * near the quota take a lock in turn.
  */
 export async function withinQuota<T>(
   deps: ContactsDeps,
   ownerId: number,
   create: (db: ContactsDeps['db']) => Promise<{ result: T; added: number }>,
-  refusal: (max: number, had: number, adding: number) => string = (max) => `Contact limit reached: a user may have at most ${max} contacts`,
+  { refusal = (max) => `Contact limit reached: a user may have at most ${max} contacts`, oneContact = false }: QuotaOptions = {},
 ): Promise<T> {
   const max = deps.config.contactsMaxPerUser;
   try {
-    return await repository.creatingWithin(deps.db, ownerId, max, create);
+    return await repository.creatingWithin(deps.db, ownerId, max, create, oneContact);
   } catch (error) {
     if (error instanceof repository.OverQuota) throw new ContactQuotaExceeded(refusal(max, error.had, error.adding));
     throw error;
@@ -140,10 +147,12 @@ export async function createFromCard(
   card: repository.CardColumns,
   now: Date,
 ): Promise<repository.CardRow> {
-  const row = await withinQuota(deps, ownerId, async (db) => ({
-    result: await repository.insertCardContact(db, ownerId, fields, card, now),
-    added: 1,
-  }));
+  const row = await withinQuota(
+    deps,
+    ownerId,
+    async (db) => ({ result: await repository.insertCardContact(db, ownerId, fields, card, now), added: 1 }),
+    { oneContact: true },
+  );
   if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
   return row;
 }
@@ -153,7 +162,9 @@ export async function createContact(deps: ContactsDeps, ownerId: number, body: C
   const now = deps.now();
   const fields = applyContactRules(writableFields(body), now);
   const row = await writing(() =>
-    withinQuota(deps, ownerId, async (db) => ({ result: await repository.insertContact(db, ownerId, fields, now), added: 1 })),
+    withinQuota(deps, ownerId, async (db) => ({ result: await repository.insertContact(db, ownerId, fields, now), added: 1 }), {
+      oneContact: true,
+    }),
   );
   await invalidate(deps, ownerId);
   if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);

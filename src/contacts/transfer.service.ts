@@ -178,8 +178,10 @@ export async function importContacts(deps: ImportDeps, ownerId: number, type: Im
             const emails = await repository.insertContacts(db, ownerId, contacts, now);
             return { result: emails, added: emails.size };
           },
-          (max, had, adding) =>
-            `The import would take the contacts past the limit of ${max} per user (${had} now, ${adding} new in the file); nothing was imported`,
+          {
+            refusal: (max, had, adding) =>
+              `The import would take the contacts past the limit of ${max} per user (${had} now, ${adding} new in the file); nothing was imported`,
+          },
         );
   if (inserted.size > 0) {
     await invalidate(deps, ownerId);
