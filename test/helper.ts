@@ -132,6 +132,8 @@ export async function testEnv(t: Teardown): Promise<Record<string, string>> {
     // And they send several at once: the per-address share of the password queue (4 in production)
     // would answer the fifth 503. test/auth/sign-in-limits.test.ts sets the share it checks.
     PASSWORD_QUEUE_PER_CLIENT: '64',
+    // Tests sync, import and upload far more often than a client; the buckets' own tests set them.
+    ...HEAVY_WORK_UNLIMITED,
     DATA_DIR: dataDir,
     PUBLIC_BASE_URL: 'http://contacts.test',
   };

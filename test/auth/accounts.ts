@@ -2,17 +2,16 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { v7 as uuidV7 } from 'uuid';
-import { build, type BuildTestOptions, HEAVY_WORK_UNLIMITED, TEST_JWT_SECRET, type Teardown } from '../helper.js';
+import { build, type BuildTestOptions, TEST_JWT_SECRET, type Teardown } from '../helper.js';
 
 /**
- * The app with the anonymous, per-account failure and heavy-work limits out of the way: these tests
- * make many anonymous calls and wrong guesses from one address, and many uploads. The limits' own
- * tests set them.
+ * The app with the anonymous and per-account failure limits out of the way: these tests make many
+ * anonymous calls and wrong guesses from one address. The limits' own tests set them.
  */
 export function buildAccountsApp(t: Teardown, options: BuildTestOptions = {}): Promise<FastifyInstance> {
   return build(t, {
     ...options,
-    env: { RATE_LIMIT_ANON_PER_MIN: '100000', SIGN_IN_ACCOUNT_FAILURES: '100000', ...HEAVY_WORK_UNLIMITED, ...options.env },
+    env: { RATE_LIMIT_ANON_PER_MIN: '100000', SIGN_IN_ACCOUNT_FAILURES: '100000', ...options.env },
   });
 }
 

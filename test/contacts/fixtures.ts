@@ -2,16 +2,16 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { sql } from 'kysely';
-import { build, type BuildTestOptions, HEAVY_WORK_UNLIMITED, type Teardown } from '../helper.js';
+import { build, type BuildTestOptions, type Teardown } from '../helper.js';
 
 export interface TestUser {
   id: number;
   token: string;
 }
 
-/** The app, with high anonymous and heavy-work limits so these tests never meet the rate limits. */
+/** The app, with a high anonymous limit so these tests never meet the rate limits (testEnv lifts the rest). */
 export function buildContactsApp(t: Teardown, options: BuildTestOptions = {}): Promise<FastifyInstance> {
-  return build(t, { ...options, env: { RATE_LIMIT_ANON_PER_MIN: '100000', ...HEAVY_WORK_UNLIMITED, ...options.env } });
+  return build(t, { ...options, env: { RATE_LIMIT_ANON_PER_MIN: '100000', ...options.env } });
 }
 
 /** A verified user written straight to the database, and an access token for it. */
