@@ -150,7 +150,7 @@ export default fp(
     // A bucket named in openapi.yaml without a limit here would count against `undefined`.
     app.addHook('onRoute', (route) => {
       const bucket = route.config?.rateLimitBucket;
-      const known = bucket === PASSWORD_BUCKET ? route.config?.rateLimitScope === 'per-address' : bucket != null && bucket in perUserMax;
+      const known = route.config?.rateLimitScope === 'per-address' ? bucket === PASSWORD_BUCKET : bucket != null && bucket in perUserMax;
       if (bucket != null && !known) throw new Error(`${route.url}: unknown rate-limit bucket '${bucket}' for its scope`);
     });
     const count = app.createRateLimit();
