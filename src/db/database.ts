@@ -65,9 +65,10 @@ interface TombstoneHorizonsTable {
   purged_xid: string;
 }
 
-/** How many contacts an owner has: the sum of the owner's rows; written by triggers only. */
+/** How many contacts an owner has: the sum of the owner's rows (one per database session's shard); written by triggers only. */
 interface ContactCountsTable {
   owner_id: ColumnType<number, never, never>;
+  shard: ColumnType<number, never, never>;
   contacts: ColumnType<number, never, never>;
 }
 

@@ -1,7 +1,8 @@
 /**
- * Migration 008's per-owner counts: filled from the contacts a live database already holds, then
- * kept exact by every kind of write (a many-row insert or delete, concurrent ones, a user's
- * deletion), so that an unfiltered list's X-Total-Count can read them.
+ * Migration 008's per-owner counts, kept since 020 in one row per database session's shard: filled
+ * from the contacts a live database already holds, then kept exact by every kind of write (a
+ * many-row insert or delete, concurrent ones, a user's deletion), so that an unfiltered list's
+ * X-Total-Count can read them.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
@@ -62,7 +63,7 @@ t.test('counts the contacts a populated database already holds', async (t) => {
   const tampered = await db
     .transaction()
     .execute(async (trx) => {
-      await sql`insert into contact_counts (owner_id, contacts) values (${alice!.id}, 1000)`.execute(trx);
+      await sql`insert into contact_counts (owner_id, shard, contacts) values (${alice!.id}, -1, 1000)`.execute(trx);
       const total = (await listContacts(trx, alice!.id, [], { skip: 0, limit: 5 })).total;
       throw Object.assign(new Error('rolled back'), { total });
     })
@@ -93,9 +94,19 @@ t.test('every kind of write keeps the counts exact', async (t) => {
   t.equal((await listContacts(db, dave!.id, [], { skip: 0, limit: 5 })).total, 0);
   const afterWrites = await keptAndCounted();
   t.same(afterWrites.kept, afterWrites.counted);
-  await db.insertInto('contacts').values(contactsOf(carol!.id, 1)).execute();
-  const rows = await db.selectFrom('contact_counts').select('contacts').where('owner_id', '=', carol!.id).execute();
-  t.same(rows, [{ contacts: 7 + 40 - 25 + 1 }], "a write merges the owner's rows into one");
+  const grace = await db
+    .insertInto('users')
+    .values({ username: 'grace', email: 'grace@example.com', password_hash: 'x' })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  const inPlace = await db.connection().execute(async (session) => {
+    for (const row of contactsOf(grace.id, 3)) await session.insertInto('contacts').values(row).execute();
+    await session.deleteFrom('contacts').where('email', '=', `c${serial}@example.com`).execute();
+    const { rows } = await sql<{ shard: string }>`select current_setting('contacts.count_shard') as shard`.execute(session);
+    const counts = await session.selectFrom('contact_counts').select(['shard', 'contacts']).where('owner_id', '=', grace.id).execute();
+    return { shard: Number(rows[0]!.shard), counts };
+  });
+  t.same(inPlace.counts, [{ shard: inPlace.shard, contacts: 2 }], "one session's writes change its shard's row in place");
 
   await db.deleteFrom('users').where('id', '=', carol!.id).execute();
   t.same(

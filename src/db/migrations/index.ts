@@ -15,6 +15,7 @@ import * as tombstoneCardNames from './016-tombstone-card-names.js';
 import * as tombstoneHorizons from './017-tombstone-horizons.js';
 import * as largeOwners from './018-large-owners.js';
 import * as largeOwnerGrams from './019-large-owner-grams.js';
+import * as countShards from './020-count-shards.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -34,4 +35,5 @@ export const migrations: Record<string, AppMigration> = {
   '017-tombstone-horizons': tombstoneHorizons,
   '018-large-owners': largeOwners,
   '019-large-owner-grams': largeOwnerGrams,
+  '020-count-shards': countShards,
 };
