@@ -61,7 +61,7 @@ function columnValues(fields: ContactFields): Pick<Updateable<ContactsTable>, Wr
 }
 
 /** The first key of the advisory locks on an owner's creates (the second is the owner's id). */
-const CREATES_LOCK = 21;
+export const CREATES_LOCK = 21;
 
 /** A create that would leave the owner with more contacts than allowed; its transaction was rolled back. */
 export class OverQuota extends Error {
@@ -81,14 +81,9 @@ export class OverQuota extends Error {
  */
 const ONE_CONTACT_HEADROOM = 1_000;
 
-/** The owner's contacts, as the counting triggers (migration 008) keep them: a transaction's own rows included. */
-async function ownerCount(db: Kysely<Database>, ownerId: number): Promise<number> {
-  const { n } = await db
-    .selectFrom('contact_counts')
-    .where('owner_id', '=', ownerId)
-    .select(sql<number>`coalesce(sum(contacts), 0)::integer`.as('n'))
-    .executeTakeFirstOrThrow();
-  return n;
+/** The owner's contacts, as the counting triggers (migrations 008 and 020) keep them: a transaction's own rows included. */
+function ownerCount(ownerId: number): RawBuilder<number> {
+  return sql<number>`(select coalesce(sum(contacts), 0)::integer from contact_counts where owner_id = ${ownerId})`;
 }
 
 /**
@@ -96,33 +91,69 @@ async function ownerCount(db: Kysely<Database>, ownerId: number): Promise<number
  * that first takes the owner's create lock, so one owner's creates count one after another and
  * can never overshoot `max` together; OverQuota (rolled back) when the owner then has more than
  * `max`. Updates and deletes take no lock; a delete that has not committed yet still counts.
- * A create of `oneContact` far below `max` runs without the lock or a transaction: one owner's
- * creates then run side by side, as they did before the quota.
  */
 export async function creatingWithin<T>(
   db: Kysely<Database>,
   ownerId: number,
   max: number,
   create: (trx: Kysely<Database>) => Promise<{ result: T; added: number }>,
-  oneContact = false,
 ): Promise<T> {
-  if (oneContact && (await ownerCount(db, ownerId)) + ONE_CONTACT_HEADROOM <= max) return (await create(db)).result;
   return db.transaction().execute(async (trx) => {
     await sql`select pg_advisory_xact_lock(${CREATES_LOCK}::integer, ${ownerId}::integer)`.execute(trx);
     const { result, added } = await create(trx);
-    const n = await ownerCount(trx, ownerId);
+    const { n } = await trx.selectNoFrom(ownerCount(ownerId).as('n')).executeTakeFirstOrThrow();
     if (n > max) throw new OverQuota(n - added, added);
     return result;
   });
 }
 
-/** Inserts a contact owned by `ownerId`, stamped `now`; `fields` holds every required column (the create schema makes sure). */
-export async function insertContact(db: Kysely<Database>, ownerId: number, fields: ContactFields, now: Date): Promise<ContactRow> {
-  return db
-    .insertInto('contacts')
-    .values({ ...(columnValues(fields) as Insertable<ContactsTable>), owner_id: ownerId, created_at: now, updated_at: now })
-    .returning(CONTACT_COLUMNS)
-    .executeTakeFirstOrThrow();
+/** The condition of an insert that may skip the create lock: the owner has ONE_CONTACT_HEADROOM contacts to spare under `max`. */
+export interface Room {
+  ownerId: number;
+  max: number;
+}
+
+/**
+ * Creates one contact by `insert`: far below `max`, one statement that inserts only while the
+ * owner has ONE_CONTACT_HEADROOM to spare (no lock, no transaction: one owner's creates run side
+ * by side); otherwise, and when that insert found too little room, within the lock (creatingWithin).
+ */
+export async function creatingOne<T>(
+  db: Kysely<Database>,
+  ownerId: number,
+  max: number,
+  insert: (db: Kysely<Database>, room?: Room) => Promise<T | undefined>,
+): Promise<T> {
+  const inserted = await insert(db, { ownerId, max });
+  if (inserted !== undefined) return inserted;
+  return creatingWithin(db, ownerId, max, async (trx) => ({ result: (await insert(trx))!, added: 1 }));
+}
+
+/** `row` inserted; with `room`, as an INSERT … SELECT whose condition is the room (a row only if there is). */
+function insertRow(db: Kysely<Database>, row: Insertable<ContactsTable>, room: Room | undefined) {
+  const insert = db.insertInto('contacts');
+  if (!room) return insert.values(row);
+  const columns = (Object.keys(row) as (keyof typeof row)[]).filter((column) => row[column] !== undefined);
+  // PostgreSQL types each parameter by the column it is inserted into, as in a VALUES list.
+  const values = db
+    .selectNoFrom(columns.map((column) => sql.val(row[column]).as(column)))
+    .where(sql<boolean>`${ownerCount(room.ownerId)} + ${ONE_CONTACT_HEADROOM} <= ${room.max}`);
+  return insert.columns(columns).expression(values);
+}
+
+/**
+ * Inserts a contact owned by `ownerId`, stamped `now`; `fields` holds every required column (the
+ * create schema makes sure). With `room`, undefined when there was too little (creatingOne).
+ */
+export async function insertContact(
+  db: Kysely<Database>,
+  ownerId: number,
+  fields: ContactFields,
+  now: Date,
+  room?: Room,
+): Promise<ContactRow | undefined> {
+  const row = { ...(columnValues(fields) as Insertable<ContactsTable>), owner_id: ownerId, created_at: now, updated_at: now };
+  return insertRow(db, row, room).returning(CONTACT_COLUMNS).executeTakeFirst();
 }
 
 /** The owner's contact `id`, or undefined (also when it belongs to someone else). */
@@ -540,19 +571,19 @@ export interface CardColumns {
   uid: string | null;
 }
 
-/** Inserts a contact stored from a card, stamped `now`. */
+/** Inserts a contact stored from a card, stamped `now`. With `room`, undefined when there was too little (creatingOne). */
 export async function insertCardContact(
   db: Kysely<Database>,
   ownerId: number,
   fields: ContactFields,
   card: CardColumns,
   now: Date,
-): Promise<CardRow> {
-  return db
-    .insertInto('contacts')
-    .values({ ...(columnValues(fields) as Insertable<ContactsTable>), ...card, owner_id: ownerId, created_at: now, updated_at: now })
+  room?: Room,
+): Promise<CardRow | undefined> {
+  const row = { ...(columnValues(fields) as Insertable<ContactsTable>), ...card, owner_id: ownerId, created_at: now, updated_at: now };
+  return insertRow(db, row, room)
     .returning([...CONTACT_COLUMNS, ...CARD_COLUMNS])
-    .executeTakeFirstOrThrow();
+    .executeTakeFirst();
 }
 
 /**

@@ -96,30 +96,42 @@ async function writing<T>(write: () => Promise<T>): Promise<T> {
 /** A create past CONTACTS_MAX_PER_USER: 409 on /api, 507 on /dav (docs/carddav.md). Nothing was written. */
 export class ContactQuotaExceeded extends Conflict {}
 
-interface QuotaOptions {
-  /** Words the 409 from the contacts the owner had and the create's. */
-  refusal?: (max: number, had: number, adding: number) => string;
-  /** The create makes one contact: far below the quota it needs no lock (repository.creatingWithin). */
-  oneContact?: boolean;
+/** Words the 409 from the contacts the owner had and the create's. */
+type Refusal = (max: number, had: number, adding: number) => string;
+
+const contactLimit: Refusal = (max) => `Contact limit reached: a user may have at most ${max} contacts`;
+
+/** The owner's quota refusing `run`'s create (repository.OverQuota) as ContactQuotaExceeded. */
+async function refusingOverQuota<T>(deps: ContactsDeps, run: (max: number) => Promise<T>, refusal: Refusal): Promise<T> {
+  const max = deps.config.contactsMaxPerUser;
+  try {
+    return await run(max);
+  } catch (error) {
+    if (error instanceof repository.OverQuota) throw new ContactQuotaExceeded(refusal(max, error.had, error.adding));
+    throw error;
+  }
 }
 
 /**
  * Runs `create` within the owner's quota (repository.creatingWithin): exact, as one owner's creates
- * near the quota take a lock in turn.
+ * take a lock in turn.
  */
 export async function withinQuota<T>(
   deps: ContactsDeps,
   ownerId: number,
   create: (db: ContactsDeps['db']) => Promise<{ result: T; added: number }>,
-  { refusal = (max) => `Contact limit reached: a user may have at most ${max} contacts`, oneContact = false }: QuotaOptions = {},
+  refusal: Refusal = contactLimit,
 ): Promise<T> {
-  const max = deps.config.contactsMaxPerUser;
-  try {
-    return await repository.creatingWithin(deps.db, ownerId, max, create, oneContact);
-  } catch (error) {
-    if (error instanceof repository.OverQuota) throw new ContactQuotaExceeded(refusal(max, error.had, error.adding));
-    throw error;
-  }
+  return refusingOverQuota(deps, (max) => repository.creatingWithin(deps.db, ownerId, max, create), refusal);
+}
+
+/** Creates one contact by `insert` within the owner's quota; far below it, without the lock (repository.creatingOne). */
+function oneWithinQuota<T>(
+  deps: ContactsDeps,
+  ownerId: number,
+  insert: (db: ContactsDeps['db'], room?: repository.Room) => Promise<T | undefined>,
+): Promise<T> {
+  return refusingOverQuota(deps, (max) => repository.creatingOne(deps.db, ownerId, max, insert), contactLimit);
 }
 
 /** After a committed write: the owner's cached reads all miss from now on. */
@@ -147,12 +159,7 @@ export async function createFromCard(
   card: repository.CardColumns,
   now: Date,
 ): Promise<repository.CardRow> {
-  const row = await withinQuota(
-    deps,
-    ownerId,
-    async (db) => ({ result: await repository.insertCardContact(db, ownerId, fields, card, now), added: 1 }),
-    { oneContact: true },
-  );
+  const row = await oneWithinQuota(deps, ownerId, (db, room) => repository.insertCardContact(db, ownerId, fields, card, now, room));
   if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
   return row;
 }
@@ -161,11 +168,7 @@ export async function createFromCard(
 export async function createContact(deps: ContactsDeps, ownerId: number, body: ContactCreate): Promise<Contact> {
   const now = deps.now();
   const fields = applyContactRules(writableFields(body), now);
-  const row = await writing(() =>
-    withinQuota(deps, ownerId, async (db) => ({ result: await repository.insertContact(db, ownerId, fields, now), added: 1 }), {
-      oneContact: true,
-    }),
-  );
+  const row = await writing(() => oneWithinQuota(deps, ownerId, (db, room) => repository.insertContact(db, ownerId, fields, now, room)));
   await invalidate(deps, ownerId);
   if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
   return toContact(row);

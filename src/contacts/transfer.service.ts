@@ -178,10 +178,8 @@ export async function importContacts(deps: ImportDeps, ownerId: number, type: Im
             const emails = await repository.insertContacts(db, ownerId, contacts, now);
             return { result: emails, added: emails.size };
           },
-          {
-            refusal: (max, had, adding) =>
-              `The import would take the contacts past the limit of ${max} per user (${had} now, ${adding} new in the file); nothing was imported`,
-          },
+          (max, had, adding) =>
+            `The import would take the contacts past the limit of ${max} per user (${had} now, ${adding} new in the file); nothing was imported`,
         );
   if (inserted.size > 0) {
     await invalidate(deps, ownerId);

@@ -1,5 +1,9 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
 import t from 'tap';
+import { CREATES_LOCK } from '../../src/contacts/contacts.repository.js';
 import { card, davAs, davUser } from '../carddav/dav-client.js';
+import { backend } from '../helper.js';
 import { as, buildContactsApp, contactBody, createUser } from './fixtures.js';
 
 /** The quota is small here (CONTACTS_MAX_PER_USER); one app for the whole file. */
@@ -119,3 +123,24 @@ t.test('CONTACTS_MAX_PER_USER on every face that creates', async (t) => {
     t.equal(replaced.statusCode, 204, 'a replace is no create');
   });
 });
+
+t.test(
+  "far below the quota a create takes no lock; near it, it waits for the owner's lock",
+  { skip: backend === 'embedded' && 'PGlite has one connection' },
+  async (t) => {
+    // With 1,002 allowed, a create skips the lock while the owner has at most 2 (1,000 to spare).
+    const app = await buildContactsApp(t, { env: { CONTACTS_MAX_PER_USER: '1002' } });
+    const user = await createUser(app);
+    const call = as(app, user);
+    await app.db.connection().execute(async (session) => {
+      await sql`select pg_advisory_lock(${CREATES_LOCK}::integer, ${user.id}::integer)`.execute(session);
+      for (let i = 1; i <= 3; i++)
+        t.equal((await call('POST', '/api/contacts/', contactBody())).statusCode, 201, `create ${i}: no lock taken`);
+      const locked = call('POST', '/api/contacts/', contactBody());
+      const waited = await Promise.race([locked.then(() => false), sleep(1000, true, { ref: false })]);
+      t.equal(waited, true, 'create 4 (3 contacts, 999 to spare) waits for the lock');
+      await sql`select pg_advisory_unlock(${CREATES_LOCK}::integer, ${user.id}::integer)`.execute(session);
+      t.equal((await locked).statusCode, 201, 'and is made once the lock is free');
+    });
+  },
+);
