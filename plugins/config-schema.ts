@@ -246,7 +246,8 @@ export const variables = {
     minimum: 1,
     maximum: 1_000_000,
     default: 120,
-    description: 'Sync pages a minute per user, `GET /api/contacts/sync` and CardDAV `sync-collection` together.',
+    description:
+      'Sync pages a minute per user: `GET /api/contacts/sync` and CardDAV whole-book reads (sync-collection, PROPFIND Depth 1 of the book, addressbook-query) together.',
   },
   RATE_LIMIT_AVATAR_PER_MIN: {
     type: 'integer',

@@ -320,6 +320,7 @@ async function propfind(context: DavContext) {
         : [];
   const needsText = wanted.kind === 'prop' && wanted.names.some((name) => name.ns === CARDDAV && name.name === 'address-data');
   const listed = depth === '1' && resource.kind === 'book';
+  if (listed) await countListing(context);
   const cards = !listed ? [] : needsText ? await listCardsWithText(app, userId) : await listCards(app, userId);
   return multistatus(
     reply,
@@ -400,6 +401,7 @@ async function query({ app, request, reply, userId, resource }: DavContext, body
     throw error;
   }
   const limit = limitOf(body, CARDDAV);
+  if (depth !== '0') await countListing({ app, request, reply, userId });
   const all = depth === '0' ? [] : await listCardsWithText(app, userId);
   const matching = all.filter((card) => filter(card.text!));
   const page = limit === null ? matching : matching.slice(0, limit);
@@ -408,12 +410,21 @@ async function query({ app, request, reply, userId, resource }: DavContext, body
   return multistatus(reply, multistatusDocument(responses));
 }
 
+/**
+ * Counts a request that reads the whole book or its changes (PROPFIND Depth 1 of the book, an
+ * addressbook-query, a sync-collection) in the user's `sync` bucket, with the pages of
+ * `GET /api/contacts/sync`: each may read every card (429 as a D:error). A client sends one such
+ * request per book and sync.
+ */
+async function countListing({ app, request, reply, userId }: Pick<DavContext, 'app' | 'request' | 'reply' | 'userId'>): Promise<void> {
+  await app.countPerUser(request, reply, 'sync', userId);
+}
+
 /** RFC 6578: changes since the token, on the frontier and tombstones of `GET /api/contacts/sync`. */
 async function syncCollection({ app, request, reply, userId, resource }: DavContext, body: XmlElement) {
   const depth = depthOf(request);
   if (depth !== null && depth !== '0') throw new DavError(400, 'sync-collection takes Depth 0');
-  // The same pages as GET /api/contacts/sync, so the same bucket (429 as a D:error).
-  await app.countPerUser(request, reply, 'sync', userId);
+  await countListing({ app, request, reply, userId });
   const token = child(body, DAV, 'sync-token')?.text.trim() ?? '';
   const wanted = propertyRequestOf(body);
   let changes;

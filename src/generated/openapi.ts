@@ -522,7 +522,7 @@ export type paths = {
          *     the client starts a full sync again.
          *
          *     Limited to 120 pages a minute per user (`RATE_LIMIT_SYNC_PER_MIN`), shared with CardDAV's
-         *     `sync-collection` REPORT; past it 429. A client polling every few seconds stays far below it;
+         *     whole-book reads (`sync-collection`, PROPFIND Depth 1 of the book, `addressbook-query`); past it 429. A client polling every few seconds stays far below it;
          *     a full sync of 100,000 contacts at `limit=1000` is 100 pages.
          */
         get: operations["syncContacts"];

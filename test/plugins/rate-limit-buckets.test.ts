@@ -119,9 +119,51 @@ t.test("CardDAV's sync-collection REPORT counts in the sync bucket; past it 429 
   t.match(refused.body, `<X:detail>Rate limit exceeded, retry in ${after} seconds</X:detail>`);
   t.match(refused.body, /<D:error /);
   limited(t, await call(app, user, 'sync'), 2, 'REST sync after the DAV one');
+});
 
-  // Other DAV requests count in no bucket.
-  const propfind = await dav('PROPFIND', book, undefined, { depth: '0' });
-  t.equal(propfind.statusCode, 207);
-  t.notOk('x-ratelimit-limit' in propfind.headers);
+t.test("CardDAV's whole-book reads count in the sync bucket too: PROPFIND Depth 1 of the book and addressbook-query", async (t) => {
+  const app = await buildContactsApp(t, { env: { RATE_LIMIT_SYNC_PER_MIN: '2' } });
+  const user = await davUser(app);
+  const dav = davAs(app, user);
+  const book = `/dav/addressbooks/${user.id}/contacts/`;
+  const listing = () => dav('PROPFIND', book, undefined, { depth: '1' });
+  const query = () =>
+    dav(
+      'REPORT',
+      book,
+      '<C:addressbook-query xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:carddav"><D:prop><D:getetag/></D:prop></C:addressbook-query>',
+      { depth: '1' },
+    );
+  const uncounted = {
+    'PROPFIND Depth 0 of the book': await dav('PROPFIND', book, undefined, { depth: '0' }),
+    'PROPFIND Depth 1 of the home': await dav('PROPFIND', `/dav/addressbooks/${user.id}/`, undefined, { depth: '1' }),
+    'addressbook-query Depth 0': await dav(
+      'REPORT',
+      book,
+      '<C:addressbook-query xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:carddav"><D:prop><D:getetag/></D:prop></C:addressbook-query>',
+      { depth: '0' },
+    ),
+    multiget: await dav(
+      'REPORT',
+      book,
+      `<C:addressbook-multiget xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:carddav"><D:prop><D:getetag/></D:prop><D:href>${book}x.vcf</D:href></C:addressbook-multiget>`,
+    ),
+  };
+  for (const [label, res] of Object.entries(uncounted)) {
+    t.equal(res.statusCode, 207, `${label}: answered`);
+    t.notOk('x-ratelimit-limit' in res.headers, `${label}: counted in no bucket`);
+  }
+
+  const listed = await listing();
+  t.equal(listed.statusCode, 207);
+  t.equal(listed.headers['x-ratelimit-remaining'], '1', 'PROPFIND Depth 1 of the book counted');
+  const queried = await query();
+  t.equal(queried.statusCode, 207);
+  t.equal(queried.headers['x-ratelimit-remaining'], '0', 'addressbook-query counted');
+  for (const refused of [await listing(), await query()]) {
+    t.equal(refused.statusCode, 429);
+    t.match(refused.headers['content-type'], /^application\/xml/);
+    t.match(refused.body, /<D:error /);
+  }
+  limited(t, await call(app, user, 'sync'), 2, 'REST sync shares the bucket');
 });
