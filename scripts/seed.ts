@@ -5,6 +5,7 @@
  * LARGE_OWNER_CONTACTS are loaded as large owners (src/contacts/large-owners.ts), their contacts
  * marked as they go in, so the grams are built once with the other indexes.
  */
+import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -150,6 +151,28 @@ function progress(total: number): (done: number) => void {
   };
 }
 
+/**
+ * Runs the CREATE INDEX statements `definitions` on as many sessions as the machine has cores,
+ * the GIN ones first (the longest builds), so that every core is busy until the last one ends.
+ */
+async function buildIndexes(databaseUrl: string, definitions: string[]): Promise<void> {
+  const queue = [...definitions].sort((a, b) => Number(/ USING gin /i.test(b)) - Number(/ USING gin /i.test(a)));
+  const sessions = Math.min(os.availableParallelism(), queue.length);
+  await Promise.all(
+    Array.from({ length: sessions }, async () => {
+      const client = new pg.Client({ connectionString: databaseUrl });
+      await client.connect();
+      try {
+        // One core per session: a btree build's own parallel workers would only take another's.
+        await client.query("set maintenance_work_mem = '256MB'; set max_parallel_maintenance_workers = 0");
+        for (let definition = queue.shift(); definition !== undefined; definition = queue.shift()) await client.query(definition);
+      } finally {
+        await client.end();
+      }
+    }),
+  );
+}
+
 const config = await loadConfig();
 const db = await openDatabase<Database>(config.databaseUrl, path.join(config.dataDir, 'pgdata'));
 const started = Date.now();
@@ -228,8 +251,10 @@ try {
         })(),
       );
       await pipeline(lines, copy);
-      await client.query("set maintenance_work_mem = '256MB'");
-      for (const { indexdef } of indexes) await client.query(indexdef);
+      await buildIndexes(
+        config.databaseUrl,
+        indexes.map(({ indexdef }) => indexdef),
+      );
       // Vacuum too: it sets the visibility map, so counts and id pages can be index-only scans from the start.
       await client.query('vacuum analyze contacts');
     } finally {
