@@ -9,12 +9,14 @@
  * rounds: what recording metrics costs (`--metrics-only` runs just that pair). Writes are measured
  * beside the insert ceiling (a bare INSERT, bench/ceiling.ts): the create, and imports of
  * IMPORT_SIZES contacts, each a fresh CSV, timed one at a time in alternating rounds (`--writes-only`
- * runs just those). Prints Markdown tables to stdout (progress goes to stderr). Exits 1
+ * runs just those). Each round also reads the CPU time its side's process and the local
+ * PostgreSQL server spent per answer (from /proc), which says where a gap to the ceiling goes and
+ * varies less than throughput on a shared machine. Prints Markdown tables to stdout (progress goes to stderr). Exits 1
  * when any measured request was not answered 2xx; the ratio targets are reported, not enforced.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -225,6 +227,8 @@ interface Round {
   hits: number;
   /** Answers whose body differs from the captured one. */
   mismatches: number;
+  /** CPU µs per answer of the side's own process and of the local PostgreSQL server (NaN where /proc is missing). */
+  cpu: { node: number; database: number };
 }
 
 /** a, b, b, a, a, b, …: each side goes first equally often. */
@@ -263,6 +267,7 @@ async function runRound(base: string, op: Operation, canned: CannedResponse, tok
     statusCodes: Object.keys(result.statusCodeStats ?? {}).filter((code) => !code.startsWith('2')),
     hits,
     mismatches,
+    cpu: { node: NaN, database: NaN },
   };
 }
 
@@ -275,15 +280,21 @@ interface Measured {
 
 async function measure(
   op: Operation,
-  bases: Record<Side, string>,
+  sides: Record<Side, Started>,
   canned: CannedResponse,
   token: string,
   options: Options,
 ): Promise<Measured> {
+  const bases = { service: sides.service.base, ceiling: sides.ceiling.base };
   const measured: Measured = { op, rounds: { service: [], ceiling: [] }, samples: [] };
   for (const side of roundOrder<Side>(options.rounds, ['service', 'ceiling'])) {
     const before = await warm(bases[side], op, token);
+    const cpuBefore = { node: cpuSeconds(sides[side].pid), database: databaseCpuSeconds() };
     const round = await runRound(bases[side], op, canned, token, options);
+    round.cpu = {
+      node: ((cpuSeconds(sides[side].pid) - cpuBefore.node) * 1e6) / round.responses,
+      database: (databaseCpuSince(cpuBefore.database) * 1e6) / round.responses,
+    };
     if (side === 'service' && op.method === 'GET') {
       const after = await send(bases.service, op, token);
       await after.arrayBuffer();
@@ -291,7 +302,7 @@ async function measure(
     }
     measured.rounds[side].push(round);
     log(
-      `${op.label} ${side}: ${format(round.reqPerSec)} req/s, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${round.non2xx + round.errors}`,
+      `${op.label} ${side}: ${format(round.reqPerSec)} req/s, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${round.non2xx + round.errors}, CPU µs/answer ${cpuCell(round)}`,
     );
   }
   return measured;
@@ -377,10 +388,42 @@ interface MetricsPair {
  * Less sensitive than throughput to what else runs on a shared machine.
  */
 function cpuSeconds(pid: number): number {
+  if (!existsSync('/proc/self/stat')) return NaN;
   const stat = readFileSync(`/proc/${pid}/stat`, { encoding: 'utf8', flag: 'r' });
   // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th, in clock ticks of 1/100 s.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** CPU seconds each process of the local PostgreSQL server (named `postgres`) has used so far, by pid; empty without /proc. */
+function databaseCpuSeconds(): Map<number, number> {
+  const used = new Map<number, number>();
+  if (!existsSync('/proc/self/stat')) return used;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') used.set(Number(entry), cpuSeconds(Number(entry)));
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return used;
+}
+
+/**
+ * The PostgreSQL CPU seconds used between two readings: by the processes alive at the second (a
+ * process that started in between counts whole). Both sides write to the same server, one at a
+ * time, so each round's difference is its own. NaN without /proc.
+ */
+function databaseCpuSince(before: Map<number, number>): number {
+  const after = databaseCpuSeconds();
+  if (after.size === 0) return NaN;
+  return [...after].reduce((total, [pid, seconds]) => total + seconds - (before.get(pid) ?? 0), 0);
+}
+
+/** `node + database` CPU µs per answer, as the table shows it. */
+function cpuCell(round: Pick<Round, 'cpu'>): string {
+  return `${Math.round(round.cpu.node)} + ${Math.round(round.cpu.database)}`;
 }
 
 /** `op` on the service with metrics on and on its twin with them off, in alternating rounds. */
@@ -392,7 +435,7 @@ async function measureMetrics(
   options: Options,
 ): Promise<MetricsPair> {
   const pair: MetricsPair = { op, rounds: { on: [], off: [] }, cpuPerRequest: { on: [], off: [] } };
-  const cpu = (side: MetricsSide) => (existsSync('/proc/self/stat') ? cpuSeconds(services[side].pid) : NaN);
+  const cpu = (side: MetricsSide) => cpuSeconds(services[side].pid);
   for (const side of roundOrder<MetricsSide>(options.rounds, ['on', 'off'])) {
     const xCache = await warm(services[side].base, op, token);
     if (xCache !== 'HIT') throw new Error(`${op.label} metrics ${side}: no cache HIT after warm-up`);
@@ -424,14 +467,19 @@ const sum = (rounds: Round[], field: 'responses' | 'non2xx' | 'errors' | 'hits' 
 const ratioOf = (m: Measured) => median(m.rounds.service.map((r) => r.reqPerSec)) / median(m.rounds.ceiling.map((r) => r.reqPerSec));
 const failedRequests = (m: Measured) => [...m.rounds.service, ...m.rounds.ceiling].reduce((total, r) => total + r.non2xx + r.errors, 0);
 
+/** The rounds' median CPU per answer, process and PostgreSQL. */
+function medianCpu(rounds: Round[]): string {
+  return cpuCell({ cpu: { node: median(rounds.map((r) => r.cpu.node)), database: median(rounds.map((r) => r.cpu.database)) } });
+}
+
 function sideCells(rounds: Round[]): string[] {
   return [format(median(rounds.map((r) => r.reqPerSec))), `${median(rounds.map((r) => r.p50))} / ${median(rounds.map((r) => r.p99))}`];
 }
 
 function table(results: Measured[]): string {
   const lines = [
-    '| Operation | Service req/s | Service p50 / p99 ms | Ceiling req/s | Ceiling p50 / p99 ms | Ratio | Target | X-Cache HIT | non-2xx |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| Operation | Service req/s | Service p50 / p99 ms | Ceiling req/s | Ceiling p50 / p99 ms | Ratio | Target | CPU µs/answer, process + PostgreSQL: service / ceiling | X-Cache HIT | non-2xx |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const m of results) {
     const service = m.rounds.service;
@@ -441,7 +489,7 @@ function table(results: Measured[]): string {
     const label = `\`${m.op.name}\`${m.op.note ? ` (${m.op.note})` : ''}`;
     const target = m.op.target === null ? '–' : `≥ ${m.op.target.toFixed(2)}`;
     lines.push(
-      `| ${[label, ...sideCells(service), ...sideCells(m.rounds.ceiling), ratioOf(m).toFixed(2), target, hitShare, format(failedRequests(m))].join(' | ')} |`,
+      `| ${[label, ...sideCells(service), ...sideCells(m.rounds.ceiling), ratioOf(m).toFixed(2), target, `${medianCpu(service)} / ${medianCpu(m.rounds.ceiling)}`, hitShare, format(failedRequests(m))].join(' | ')} |`,
     );
   }
   return lines.join('\n');
@@ -676,7 +724,7 @@ async function main(): Promise<number> {
     const ceilingEnv = { NODE_ENV: 'production', JWT_SECRET: jwtSecret, DATABASE_URL: deployment.databaseUrl };
     const ceiling = await startNode('ceiling', CEILING_ENTRY, [cannedFile], ceilingEnv, { path: '/' });
     const bases = { service: service.base, ceiling: ceiling.base };
-    for (const [op, answer] of canned) results.push(await measure(op, bases, answer, token, options));
+    for (const [op, answer] of canned) results.push(await measure(op, { service, ceiling }, answer, token, options));
     // Imports by another user, whose contacts are only the imported ones, so the rounds do not grow the create's user.
     const importer = await verifiedUser(service.base, path.join(dataDir, 'outbox'), 'bench_importer');
     for (const size of IMPORT_SIZES) imports.push(await measureImport(size, bases, importer, options, stamp));
