@@ -14,8 +14,8 @@ import type { ContactsTable, Database } from '../db/database.js';
 import { schemaFields } from '../generated/schemas.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
 import type { Condition } from './filter.js';
-import { countPredicate, filterPredicate, findsByGrams } from './filter-sql.js';
-import { hasSearchGrams } from './large-owners.js';
+import { countPredicate, filterPredicate, findsByGrams, findsByTrigrams } from './filter-sql.js';
+import { hasLargeOwnerIndexes } from './large-owners.js';
 import { type SortKey, TEXT_SORT_FIELDS } from './sort.js';
 
 /**
@@ -265,8 +265,9 @@ export async function listContacts(
   sort: readonly SortKey[] = [],
 ): Promise<PageOf<ContactRow>> {
   const terms = orderTerms(sort);
-  const fetchable = findsByGrams(conditions) && (await hasSearchGrams(db, ownerId));
-  const counts = (eb: ContactsBuilder) => countPredicate(eb, ownerId, conditions, fetchable);
+  const large = (findsByGrams(conditions) || conditions.some(findsByTrigrams)) && (await hasLargeOwnerIndexes(db, ownerId));
+  const fetchable = large && findsByGrams(conditions);
+  const counts = (eb: ContactsBuilder) => countPredicate(eb, ownerId, conditions, large);
   const ownerSize = db
     .selectFrom('contact_counts')
     .where('owner_id', '=', ownerId)

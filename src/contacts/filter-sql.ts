@@ -63,22 +63,28 @@ export function filterPredicate(eb: ContactsBuilder, conditions: readonly Condit
 
 /**
  * The owner's contacts matching `conditions`, as a predicate to count them by. For an owner whose
- * contacts the grams hold (`grams`: a large owner, src/contacts/large-owners.ts), a condition on a
+ * contacts the large-owner indexes hold (`large`: src/contacts/large-owners.ts), a condition on a
  * short run (a bare term of 1 to 3 characters, or a like, ilike, contains or endswith of such a run
  * on a searched field) becomes a lookup in contacts_large_owner_grams_idx, which also names the owner.
  * Short runs match many contacts: testing every contact of a large owner costs many times the page.
  * The lookup is the whole answer to a bare term or an ilike `%run%`, so the count tests no row; for
- * case or the value's end, only the contacts holding the run are tested. A page of rare matches of
- * such a condition is fetched by this predicate too; a walked page keeps the row tests (listContacts).
+ * case or the value's end, only the contacts holding the run are tested. An ilike without a literal
+ * prefix (findsByTrigrams) states the partial trigram indexes' predicate, so they can find its
+ * matches. A page of rare matches of a short run is fetched by this predicate too; a walked page
+ * keeps the row tests (listContacts).
  */
 export function countPredicate(
   eb: ContactsBuilder,
   ownerId: number,
   conditions: readonly Condition[],
-  grams: boolean,
+  large: boolean,
 ): Expression<SqlBool> {
-  const lookups = conditions.map((condition) => (grams ? gramLookup(eb, ownerId, condition) : null));
-  const predicates = conditions.map((condition, i) => lookups[i] ?? conditionPredicate(eb, condition));
+  const lookups = conditions.map((condition) => (large ? gramLookup(eb, ownerId, condition) : null));
+  const predicates = conditions.map((condition, i) => {
+    const predicate = lookups[i] ?? conditionPredicate(eb, condition);
+    // The partial indexes' predicate, written as it is there so that the planner sees it implied.
+    return large && lookups[i] === null && findsByTrigrams(condition) ? eb.and([sql<SqlBool>`large_owner`, predicate]) : predicate;
+  });
   // Every gram starts with the owner: a separate owner condition would be a test of each row.
   return eb.and(lookups.some((lookup) => lookup !== null) ? predicates : [eb('owner_id', '=', ownerId), ...predicates]);
 }
@@ -93,6 +99,15 @@ function gramLookup(eb: ContactsBuilder, ownerId: number, condition: Condition):
     eb(searchGrams, '&&', sql<string[]>`array[${sql.join(grams.runs.map(([field, run]) => gram(ownerId, field, run)))}]`),
   ]);
   return grams.whole ? lookup : eb.and([lookup, conditionPredicate(eb, condition)]);
+}
+
+/**
+ * Whether `condition` is a case-insensitive like with no literal prefix whose pattern holds a run of
+ * 3 or more characters: the trigram indexes of a large owner (migration 022) find the contacts that
+ * may match it. One with a literal prefix is a range of the per-field btree.
+ */
+export function findsByTrigrams(condition: Condition): boolean {
+  return condition.type === 'like' && condition.caseInsensitive && /^[%_]/.test(condition.pattern) && /[^%_\\]{3}/u.test(condition.pattern);
 }
 
 /** Whether some condition is looked up by its grams (see countPredicate), which then find its matches. */

@@ -4,8 +4,9 @@ import { type Kysely, sql } from 'kysely';
 import type { Database } from '../db/database.js';
 
 /**
- * Large owners (migrations 018 and 019): the search grams are kept only for the contacts of owners
- * with more than LARGE_OWNER_CONTACTS, so an ordinary owner's writes never compute them. An owner is
+ * Large owners (migrations 018, 019 and 022): the search grams and the trigram indexes are kept only
+ * for the contacts of owners with more than LARGE_OWNER_CONTACTS, so an ordinary owner's writes never
+ * compute them. An owner is
  * promoted in the background once its count passes the threshold: at start-up, after an import, and
  * after a create that lands on a sampled id (about one create in PROMOTION_CHECK_EVERY checks).
  * Until its row in large_owners is ready, its searches test rows, which answers the same.
@@ -29,8 +30,8 @@ export const PROMOTION_CHECK_EVERY = 100;
 const MARK_BATCH = 1000;
 const WAIT_POLL_MS = 50;
 
-/** Whether the owner's contacts are all in the grams index, so a search may look them up there. */
-export async function hasSearchGrams(db: Kysely<Database>, ownerId: number): Promise<boolean> {
+/** Whether the owner's contacts are all in the large-owner indexes (grams and trigrams), so a search may look them up there. */
+export async function hasLargeOwnerIndexes(db: Kysely<Database>, ownerId: number): Promise<boolean> {
   const row = await db.selectFrom('large_owners').select('ready').where('owner_id', '=', ownerId).executeTakeFirst();
   return row?.ready === true;
 }

@@ -104,6 +104,8 @@ t.test('a count by the grams is the number of matches, and a page holds them, wa
     ['email:like:%k@%', 1],
     ['an,birthday:gt:1991-06-01', 1],
     ['e,email:ilike:%ex%', 2],
+    ['email:ilike:%EXAMPLE%', 2], // a run of 3 or more: the trigram indexes (022)
+    ['first_name:ilike:_OFI%', 1],
   ];
   for (const [filter, expected] of EXPECTED) {
     // All matches on one page (fetched), and the first alone (walked unless at most one matches).
@@ -144,6 +146,50 @@ t.test('the grams serve short runs only, and a count of them names no owner sepa
     t.ok(counted(filter).includes('"owner_id" ='), `${filter}: the owner test`);
   }
 });
+
+t.test(
+  "an ilike without a literal prefix states the partial trigram indexes' predicate for a large owner, which finds its matches",
+  async (t) => {
+    const counted = (filter: string, large: boolean) =>
+      db
+        .selectFrom('contacts')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where((eb) => countPredicate(eb, owner!.id, parseFilter(filter), large));
+    for (const filter of ['email:ilike:%xamp%', 'first_name:ilike:_ofi%', 'last_name:ilike:%ones']) {
+      t.match(
+        counted(filter, true).compile().sql,
+        /\(large_owner and lower\("\w+"\) collate "C" like lower\(\$\d+::text\)\)/,
+        `${filter}: under the predicate`,
+      );
+      t.notOk(counted(filter, false).compile().sql.includes('large_owner'), `${filter}: row tests for an ordinary owner`);
+    }
+    for (const filter of ['email:ilike:ann%', 'email:ilike:%a%n%', 'email:like:%example%', 'last_name:contains:jones']) {
+      t.notOk(counted(filter, true).compile().sql.includes('large_owner'), `${filter}: no trigram lookup`);
+    }
+    // Among 3,000 contacts of the owner, in a transaction rolled back after, the planner reads the
+    // partial index, which it may only if it sees the index's predicate implied.
+    const explained = db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('contacts')
+        .values(
+          Array.from({ length: 3000 }, (_, i) => ({ owner_id: owner!.id, first_name: 'F', last_name: 'L', email: `n${i}@mail.test` })),
+        )
+        .execute();
+      // As a vacuum would: the planner counts entries still in the GIN pending list as a full read.
+    await sql`select gin_clean_pending_list('contacts_large_owner_email_trgm_idx')`.execute(trx);
+    await sql`analyze contacts`.execute(trx);
+    // The owner's are nearly all the rows here: reading them all would otherwise win.
+    await sql`set local enable_seqscan = off`.execute(trx);
+      const { sql: text, parameters } = counted('email:ilike:%zqxj%', true).compile();
+      const { rows } = await trx.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`explain (costs off) ${text}`, [...parameters]));
+      throw Object.assign(new Error('rolled back'), { plan: rows.map((row) => row['QUERY PLAN']).join('\n') });
+    });
+    const plan = await explained.catch((error: Error & { plan?: string }) => error.plan);
+    t.match(plan, /Bitmap Index Scan on contacts_large_owner_email_trgm_idx/);
+    const { rows } = await sql<{ def: string }>`select pg_get_indexdef('contacts_large_owner_email_trgm_idx'::regclass) as def`.execute(db);
+    t.match(rows[0]!.def, / USING gin \(owner_id, lower\(email\) COLLATE "C" gin_trgm_ops\) WHERE large_owner$/);
+  },
+);
 
 t.test('scans of contacts are serial', async (t) => {
   const { rows } = await sql<{ options: string[] }>`select reloptions as options from pg_class where oid = 'contacts'::regclass`.execute(

@@ -17,6 +17,7 @@ import * as largeOwners from './018-large-owners.js';
 import * as largeOwnerGrams from './019-large-owner-grams.js';
 import * as countShards from './020-count-shards.js';
 import * as insertChangeDefault from './021-insert-change-default.js';
+import * as largeOwnerTrigrams from './022-large-owner-trigrams.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -38,4 +39,5 @@ export const migrations: Record<string, AppMigration> = {
   '019-large-owner-grams': largeOwnerGrams,
   '020-count-shards': countShards,
   '021-insert-change-default': insertChangeDefault,
+  '022-large-owner-trigrams': largeOwnerTrigrams,
 };
