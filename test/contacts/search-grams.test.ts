@@ -176,10 +176,10 @@ t.test(
         )
         .execute();
       // As a vacuum would: the planner counts entries still in the GIN pending list as a full read.
-    await sql`select gin_clean_pending_list('contacts_large_owner_email_trgm_idx')`.execute(trx);
-    await sql`analyze contacts`.execute(trx);
-    // The owner's are nearly all the rows here: reading them all would otherwise win.
-    await sql`set local enable_seqscan = off`.execute(trx);
+      await sql`select gin_clean_pending_list('contacts_large_owner_email_trgm_idx')`.execute(trx);
+      await sql`analyze contacts`.execute(trx);
+      // The owner's are nearly all the rows here: reading them all would otherwise win.
+      await sql`set local enable_seqscan = off`.execute(trx);
       const { sql: text, parameters } = counted('email:ilike:%zqxj%', true).compile();
       const { rows } = await trx.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`explain (costs off) ${text}`, [...parameters]));
       throw Object.assign(new Error('rolled back'), { plan: rows.map((row) => row['QUERY PLAN']).join('\n') });
