@@ -21,6 +21,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -356,28 +357,64 @@ async function syncScenarios(servers: Server[], size: number, work: string): Pro
   ];
 }
 
+/**
+ * `method` on `url` of `server`, its answer read whole; null when none came within the cap. Over
+ * node:http, whose wait has no limit of its own (fetch gives up on headers after 300 s).
+ */
+function cappedDav(
+  server: Server,
+  method: string,
+  url: string,
+  body: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; text: string } | null> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(`${server.root}${url}`, {
+      method,
+      headers: { authorization: auth(server), 'content-type': 'application/xml; charset=utf-8', ...headers },
+      signal: AbortSignal.timeout(CAP_S * 1000),
+    });
+    request.on('response', (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () => resolve({ status: response.statusCode!, text: Buffer.concat(chunks).toString('utf8') }));
+      response.on('error', (error) => (error.name === 'AbortError' ? resolve(null) : reject(error)));
+    });
+    request.on('error', (error) => (error.name === 'AbortError' ? resolve(null) : reject(error)));
+    request.end(body);
+  });
+}
+
+/** PROPFIND Depth 1 of the book, in seconds; Infinity when it outlasted the cap. */
+async function listingSeconds(server: Server): Promise<number> {
+  const { seconds, value } = await timed(() => cappedDav(server, 'PROPFIND', server.book, PROPFIND_BODY, { depth: '1' }));
+  if (value === null) return Infinity;
+  if (value.status !== 207 || (value.text.match(/\.vcf</g) ?? []).length < BIG)
+    throw new Error(`${server.name}: PROPFIND listed too little`);
+  return seconds;
+}
+
 async function bigBookScenarios(servers: Server[]): Promise<Row[]> {
   const propfind: Record<string, number[]> = {};
   const changes: Record<string, number[]> = {};
+  const listing: Server[] = [];
   for (const server of servers) {
     log(`${server.name}: a book of ${BIG} cards`);
     await server.reset();
     await server.seed(BIG, 'big-');
-    // A first listing warms what each server keeps in memory or on disk (Radicale's item cache).
-    await expectStatus(await dav(server, 'PROPFIND', server.book, PROPFIND_BODY, { depth: '1' }), 207, 'warm-up PROPFIND');
+    // A first listing warms what each server keeps in memory or on disk (Radicale's item cache). A
+    // server that cannot list the book within the cap is reported as slower than the cap.
+    const warmUp = await listingSeconds(server);
+    log(`${server.name}: warm-up PROPFIND Depth 1 of ${BIG} cards: ${warmUp.toFixed(2)} s`);
+    if (Number.isFinite(warmUp)) listing.push(server);
+    else propfind[server.name] = [Infinity];
   }
   for (let round = 0; round < ROUNDS; round++) {
-    for (const server of servers) {
-      const { seconds, value } = await timed(async () => {
-        const res = await dav(server, 'PROPFIND', server.book, PROPFIND_BODY, { depth: '1' });
-        return { status: res.status, text: await res.text() };
-      });
-      if (value.status !== 207 || (value.text.match(/\.vcf</g) ?? []).length < BIG)
-        throw new Error(`${server.name}: PROPFIND listed too little`);
-      (propfind[server.name] ??= []).push(seconds);
-      log(`${server.name}: PROPFIND Depth 1 of ${BIG} cards, round ${round}: ${seconds.toFixed(2)} s`);
+    for (const server of listing) {
+      (propfind[server.name] ??= []).push(await listingSeconds(server));
+      log(`${server.name}: PROPFIND Depth 1 of ${BIG} cards, round ${round}: ${propfind[server.name]!.at(-1)!.toFixed(2)} s`);
     }
-    for (const server of servers) {
+    for (const server of listing) {
       const tokenAnswer = await (
         await dav(server, 'PROPFIND', server.book, '<?xml version="1.0"?><propfind xmlns="DAV:"><prop><sync-token/></prop></propfind>', {
           depth: '0',
@@ -405,10 +442,17 @@ async function bigBookScenarios(servers: Server[]): Promise<Row[]> {
     }
   }
   const of = (samples: Record<string, number[]>) =>
-    Object.fromEntries(servers.map((server) => [server.name, median(samples[server.name]!)])) as Row['seconds'];
+    Object.fromEntries(
+      servers.map((server) => [server.name, samples[server.name] ? median(samples[server.name]!) : NaN]),
+    ) as Row['seconds'];
+  const unlisted = servers.filter((server) => !listing.includes(server)).map((server) => server.name);
+  const note =
+    unlisted.length === 0
+      ? undefined
+      : `${BIG}-card book: ${unlisted.join(', ')} answered no PROPFIND Depth 1 within ${CAP_S} s, so its rounds there were not run`;
   return [
-    { scenario: `PROPFIND Depth 1, ${BIG}-card book`, cards: BIG, seconds: of(propfind) },
-    { scenario: `sync-collection of 10 changes, ${BIG}-card book`, cards: 10, seconds: of(changes) },
+    { scenario: `PROPFIND Depth 1, ${BIG}-card book`, cards: BIG, seconds: of(propfind), note },
+    { scenario: `sync-collection of 10 changes, ${BIG}-card book`, cards: 10, seconds: of(changes), note },
   ];
 }
 
