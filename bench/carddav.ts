@@ -235,8 +235,18 @@ async function startRadicale(work: string): Promise<Server> {
       for (let n = 0; n < count; n++) await writeFile(path.join(bookDir, `${prefix}${n}.vcf`), cardText(`${prefix}${n}`, n, side));
     },
     async reset() {
-      for (const file of await readdir(bookDir))
-        if (file !== '.Radicale.props') await rm(path.join(bookDir, file), { recursive: true, force: true });
+      // After a sync stopped at the cap, Radicale still finishes the request it was in, writing
+      // into its cache folder while it is removed: try again until nothing is left.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          for (const file of await readdir(bookDir))
+            if (file !== '.Radicale.props') await rm(path.join(bookDir, file), { recursive: true, force: true });
+          return;
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== 'ENOTEMPTY' || attempt === 30) throw error;
+          await sleep(1000);
+        }
+      }
     },
   };
 }
