@@ -297,7 +297,12 @@ interface Row {
   note?: string;
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+/** The middle value; of an even number, the mean of the middle two. */
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
 
 async function syncScenarios(servers: Server[], size: number, work: string): Promise<Row[]> {
   const setups = new Map<Server['name'], VdirsyncerSetup>();
