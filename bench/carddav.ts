@@ -37,6 +37,7 @@ import {
   log,
   SERVER_ENTRY,
   startNode,
+  stopChild,
   undo,
   verifiedUser,
   LIMITS_LIFTED,
@@ -206,13 +207,7 @@ async function startRadicale(work: string): Promise<Server> {
     { stdio: ['ignore', 'inherit', 'inherit'] },
   );
   const exited = new Promise((resolve) => child.once('exit', resolve));
-  undo.push({
-    what: 'stop Radicale',
-    run: async () => {
-      if (child.exitCode === null) child.kill('SIGTERM');
-      await exited;
-    },
-  });
+  undo.push({ what: 'stop Radicale', run: () => stopChild(child, exited) });
   const root = `http://127.0.0.1:${port}`;
   for (const deadline = Date.now() + 30_000; ; await sleep(200)) {
     if (Date.now() > deadline || child.exitCode !== null) throw new Error('Radicale did not start');

@@ -116,7 +116,8 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-async function stopChild(child: ChildProcess, exited: Promise<unknown>): Promise<void> {
+/** Stops `child`: SIGTERM, then SIGKILL if it has not exited 10 s later (a server still busy with a request may not). */
+export async function stopChild(child: ChildProcess, exited: Promise<unknown>): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   child.kill('SIGTERM');
   const stopped = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
