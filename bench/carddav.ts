@@ -478,7 +478,8 @@ function table(rows: Row[]): string {
   const rate = (cards: number, s: number) =>
     Number.isNaN(s) ? '–' : Number.isFinite(s) ? Math.round(cards / s).toLocaleString('en-US') : `< ${Math.round(cards / CAP_S)}`;
   for (const { scenario, cards, seconds } of rows) {
-    const { service, radicale } = seconds;
+    // A server left out (--servers) has no figure: "not run".
+    const { service = NaN, radicale = NaN } = seconds as Partial<Row['seconds']>;
     const ratio = Number.isNaN(radicale)
       ? '–'
       : Number.isFinite(radicale)
