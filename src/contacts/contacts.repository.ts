@@ -60,7 +60,7 @@ function columnValues(fields: ContactFields): Pick<Updateable<ContactsTable>, Wr
   );
 }
 
-/** The first key of the advisory locks on an owner's creates (the second is the owner's id). */
+/** The first key of the advisory locks on an owner's creates (the second is the owner's id); 22 is migration 020's count shards. */
 export const CREATES_LOCK = 21;
 
 /** A create that would leave the owner with more contacts than allowed; its transaction was rolled back. */
