@@ -3,7 +3,7 @@ import { chmod, mkdir, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { Kysely, PostgresDialect, type PostgresPool, sql } from 'kysely';
+import { type Compilable, type CompiledQuery, Kysely, PostgresDialect, type PostgresPool, sql } from 'kysely';
 import pg from 'pg';
 import { Gauge, type Registry } from 'prom-client';
 import { type AppMigration, migrateToLatest } from './migrate.js';
@@ -63,6 +63,33 @@ export interface OpenOptions {
   onQuery?: (sql: string) => void;
 }
 
+/** Statement texts marked by prepared(), each with its name; a bound on each connection's prepared statements, whatever marks them. */
+const preparedNames = new Map<string, string>();
+const MAX_PREPARED_STATEMENTS = 64;
+
+/**
+ * `query` compiled, and marked to go to PostgreSQL as a named prepared statement: each connection
+ * parses and plans its text once, not on every request (a create's insert spent more time there
+ * than in writing its row: docs/performance.md). Only for statements of a fixed text whose best
+ * plan does not depend on their values; a filter's does (a pattern's literal prefix picks an index
+ * range), so reads are planned each time. The embedded database plans every statement each time.
+ */
+export function prepared<R>(query: Compilable<R>): CompiledQuery<R> {
+  const compiled = query.compile();
+  if (!preparedNames.has(compiled.sql) && preparedNames.size < MAX_PREPARED_STATEMENTS)
+    preparedNames.set(compiled.sql, `prepared_${preparedNames.size}`);
+  return compiled;
+}
+
+/** Makes `client` send a text marked by prepared() by name (pg parses a name once per connection), anything else as before. */
+function sendingPrepared(client: pg.PoolClient): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  client.query = ((statement: unknown, ...rest: unknown[]) => {
+    const name = typeof statement === 'string' ? preparedNames.get(statement) : undefined;
+    return name === undefined ? query(statement, ...rest) : query({ name, text: statement, values: rest[0] });
+  }) as typeof client.query;
+}
+
 /** What a pool tells of its connections, as pg.Pool names it; the embedded pool counts its one session alike. */
 export interface PoolCounts {
   totalCount: number;
@@ -99,6 +126,7 @@ export async function openPool(
   // With this listener the client is only marked unusable: its next query fails, and the pool
   // drops it when it is released.
   pgPool.on('connect', (client) => client.on('error', () => {}));
+  pgPool.on('connect', sendingPrepared);
   pgPool.on('connect', onConnect);
   return pgPool;
 }

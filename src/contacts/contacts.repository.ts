@@ -9,7 +9,7 @@ import {
   sql,
   type Updateable,
 } from 'kysely';
-import { violatedUniqueIndex } from '../../plugins/db.js';
+import { prepared, violatedUniqueIndex } from '../../plugins/db.js';
 import type { ContactsTable, Database } from '../db/database.js';
 import { schemaFields } from '../generated/schemas.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
@@ -129,11 +129,17 @@ export async function creatingOne<T>(
   return creatingWithin(db, ownerId, max, async (trx) => ({ result: (await insert(trx))!, added: 1 }));
 }
 
+/**
+ * Every writable column unset: an insert names them all, so each create of a kind sends the same
+ * text, which PostgreSQL plans once per connection (prepared()).
+ */
+const UNSET_FIELDS = Object.fromEntries(schemaFields.ContactPatch.writable.map((column) => [column, null]));
+
 /** `row` inserted; with `room`, as an INSERT … SELECT whose condition is the room (a row only if there is). */
 function insertRow(db: Kysely<Database>, row: Insertable<ContactsTable>, room: Room | undefined) {
   const insert = db.insertInto('contacts');
   if (!room) return insert.values(row);
-  const columns = (Object.keys(row) as (keyof typeof row)[]).filter((column) => row[column] !== undefined);
+  const columns = Object.keys(row) as (keyof typeof row)[];
   // PostgreSQL types each parameter by the column it is inserted into, as in a VALUES list.
   const values = db
     .selectNoFrom(columns.map((column) => sql.val(row[column]).as(column)))
@@ -152,8 +158,15 @@ export async function insertContact(
   now: Date,
   room?: Room,
 ): Promise<ContactRow | undefined> {
-  const row = { ...(columnValues(fields) as Insertable<ContactsTable>), owner_id: ownerId, created_at: now, updated_at: now };
-  return insertRow(db, row, room).returning(CONTACT_COLUMNS).executeTakeFirst();
+  const row = {
+    ...UNSET_FIELDS,
+    ...(columnValues(fields) as Insertable<ContactsTable>),
+    owner_id: ownerId,
+    created_at: now,
+    updated_at: now,
+  };
+  const [inserted] = (await db.executeQuery(prepared(insertRow(db, row, room).returning(CONTACT_COLUMNS)))).rows;
+  return inserted;
 }
 
 /** The owner's contact `id`, or undefined (also when it belongs to someone else). */
@@ -581,10 +594,17 @@ export async function insertCardContact(
   now: Date,
   room?: Room,
 ): Promise<CardRow | undefined> {
-  const row = { ...(columnValues(fields) as Insertable<ContactsTable>), ...card, owner_id: ownerId, created_at: now, updated_at: now };
-  return insertRow(db, row, room)
-    .returning([...CONTACT_COLUMNS, ...CARD_COLUMNS])
-    .executeTakeFirst();
+  const row = {
+    ...UNSET_FIELDS,
+    ...(columnValues(fields) as Insertable<ContactsTable>),
+    card_name: null,
+    ...card,
+    owner_id: ownerId,
+    created_at: now,
+    updated_at: now,
+  };
+  const [inserted] = (await db.executeQuery(prepared(insertRow(db, row, room).returning([...CONTACT_COLUMNS, ...CARD_COLUMNS])))).rows;
+  return inserted;
 }
 
 /**
