@@ -3,7 +3,7 @@ import { chmod, mkdir, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { type Compilable, type CompiledQuery, Kysely, PostgresDialect, type PostgresPool, sql } from 'kysely';
+import { type Compilable, type CompiledQuery, createQueryId, Kysely, PostgresDialect, type PostgresPool, sql } from 'kysely';
 import pg from 'pg';
 import { Gauge, type Registry } from 'prom-client';
 import { type AppMigration, migrateToLatest } from './migrate.js';
@@ -79,6 +79,31 @@ export function prepared<R>(query: Compilable<R>): CompiledQuery<R> {
   if (!preparedNames.has(compiled.sql) && preparedNames.size < MAX_PREPARED_STATEMENTS)
     preparedNames.set(compiled.sql, `prepared_${preparedNames.size}`);
   return compiled;
+}
+
+/**
+ * A prepared() statement that Kysely builds and compiles once, with a placeholder for each of
+ * `names`, and that each call binds to `values`: for a statement run on every request, building
+ * and compiling it cost the process a tenth of a create's time. `build` gets the placeholders
+ * typed `never`, so they fit wherever its builder wants a value.
+ */
+export function preparedStatement<DB, Name extends string, R>(
+  names: readonly Name[],
+  build: (db: Kysely<DB>, placeholders: Record<Name, never>) => Compilable<R>,
+): (db: Kysely<DB>, values: Record<Name, unknown>) => CompiledQuery<R> {
+  let template: { compiled: CompiledQuery<R>; boundTo: (Name | undefined)[] } | undefined;
+  return (db, values) => {
+    if (!template) {
+      const placeholders = new Map(names.map((name) => [{ placeholder: name }, name]));
+      const compiled = prepared(
+        build(db, Object.fromEntries([...placeholders].map(([token, name]) => [name, token])) as Record<Name, never>),
+      );
+      template = { compiled, boundTo: compiled.parameters.map((parameter) => placeholders.get(parameter as { placeholder: Name })) };
+    }
+    const { compiled, boundTo } = template;
+    const parameters = compiled.parameters.map((constant, i) => (boundTo[i] === undefined ? constant : values[boundTo[i]]));
+    return { ...compiled, parameters, queryId: createQueryId() };
+  };
 }
 
 /** Makes `client` send a text marked by prepared() by name (pg parses a name once per connection), anything else as before. */

@@ -9,7 +9,7 @@ import {
   sql,
   type Updateable,
 } from 'kysely';
-import { prepared, violatedUniqueIndex } from '../../plugins/db.js';
+import { preparedStatement, violatedUniqueIndex } from '../../plugins/db.js';
 import type { ContactsTable, Database } from '../db/database.js';
 import { schemaFields } from '../generated/schemas.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
@@ -129,11 +129,10 @@ export async function creatingOne<T>(
   return creatingWithin(db, ownerId, max, async (trx) => ({ result: (await insert(trx))!, added: 1 }));
 }
 
-/**
- * Every writable column unset: an insert names them all, so each create of a kind sends the same
- * text, which PostgreSQL plans once per connection (prepared()).
- */
-const UNSET_FIELDS = Object.fromEntries(schemaFields.ContactPatch.writable.map((column) => [column, null]));
+/** Every writable column unset: an insert names them all, so each create of a kind sends the same statement. */
+const UNSET_FIELDS = Object.fromEntries(schemaFields.ContactPatch.writable.map((column) => [column, null])) as Record<WritableColumn, null>;
+/** The columns an insert of one contact writes. */
+const INSERTED_COLUMNS = [...schemaFields.ContactPatch.writable, 'owner_id', 'created_at', 'updated_at'] as const;
 
 /** `row` inserted; with `room`, as an INSERT … SELECT whose condition is the room (a row only if there is). */
 function insertRow(db: Kysely<Database>, row: Insertable<ContactsTable>, room: Room | undefined) {
@@ -165,9 +164,15 @@ export async function insertContact(
     created_at: now,
     updated_at: now,
   };
-  const [inserted] = (await db.executeQuery(prepared(insertRow(db, row, room).returning(CONTACT_COLUMNS)))).rows;
+  const query = room ? insertWithRoom(db, { ...row, max: room.max }) : insertRow(db, row, undefined).returning(CONTACT_COLUMNS);
+  const [inserted] = (await db.executeQuery(query)).rows;
   return inserted;
 }
+
+/** The create's insert with room, its row's owner's (creatingOne). */
+const insertWithRoom = preparedStatement([...INSERTED_COLUMNS, 'max'], (db: Kysely<Database>, { max, ...row }) =>
+  insertRow(db, row, { ownerId: row.owner_id, max }).returning(CONTACT_COLUMNS),
+);
 
 /** The owner's contact `id`, or undefined (also when it belongs to someone else). */
 export async function findContact(db: Kysely<Database>, ownerId: number, id: number): Promise<ContactRow | undefined> {
@@ -603,9 +608,17 @@ export async function insertCardContact(
     created_at: now,
     updated_at: now,
   };
-  const [inserted] = (await db.executeQuery(prepared(insertRow(db, row, room).returning([...CONTACT_COLUMNS, ...CARD_COLUMNS])))).rows;
+  const query = room
+    ? insertCardWithRoom(db, { ...row, max: room.max })
+    : insertRow(db, row, undefined).returning([...CONTACT_COLUMNS, ...CARD_COLUMNS]);
+  const [inserted] = (await db.executeQuery(query)).rows;
   return inserted;
 }
+
+/** A stored card's insert with room, its row's owner's (creatingOne). */
+const insertCardWithRoom = preparedStatement([...INSERTED_COLUMNS, ...CARD_COLUMNS, 'max'], (db: Kysely<Database>, { max, ...row }) =>
+  insertRow(db, row, { ownerId: row.owner_id, max }).returning([...CONTACT_COLUMNS, ...CARD_COLUMNS]),
+);
 
 /**
  * Writes the fields and the card columns of the owner's contact `id` if its `updated_at` is one of
