@@ -55,8 +55,10 @@ const METRICS_TARGET = 0.95;
 const CONTACTS = 10_000;
 /** Contacts per measured import: the largest import the contract takes, and a common one. */
 const IMPORT_SIZES = [10_000, 1_000];
-/** A write's share of the insert ceiling's rate that the service aims for. */
+/** A create's share of the insert ceiling's rate that the service aims for. */
 const WRITE_TARGET = 0.5;
+/** The longest an import of this many contacts should take, in seconds; its ratio to the ceiling is reported. */
+const IMPORT_TARGET_SECONDS: Record<number, number> = { 10_000: 1.5 };
 const SEED_CONCURRENCY = 16;
 const WARM_REQUESTS = 5;
 const UPCOMING_ITEMS = 100;
@@ -366,7 +368,7 @@ function importTable(results: ImportRounds[]): string {
       ceiling.toFixed(3),
       format(m.size / ceiling),
       importRatio(m).toFixed(2),
-      `≥ ${WRITE_TARGET.toFixed(2)}`,
+      m.size in IMPORT_TARGET_SECONDS ? `< ${IMPORT_TARGET_SECONDS[m.size]} s` : '–',
       String(m.failed),
     ];
     lines.push(`| ${cells.join(' | ')} |`);
@@ -519,11 +521,13 @@ function notes(results: Measured[]): string[] {
 
 function targetLine(results: Measured[], imports: ImportRounds[]): string {
   const checked = results.filter((m) => m.op.target !== null);
-  const pass = checked.every((m) => ratioOf(m) >= m.op.target!) && imports.every((m) => importRatio(m) >= WRITE_TARGET);
+  const timed = imports.filter((m) => m.size in IMPORT_TARGET_SECONDS);
+  const inTime = (m: ImportRounds) => median(m.seconds.service) < IMPORT_TARGET_SECONDS[m.size]!;
+  const pass = checked.every((m) => ratioOf(m) >= m.op.target!) && timed.every(inTime);
   const parts = [
     ...checked.map((m) => `${m.op.label} ${ratioOf(m).toFixed(2)} ${ratioOf(m) >= m.op.target! ? '≥' : '<'} ${m.op.target!.toFixed(2)}`),
-    ...imports.map(
-      (m) => `import ${m.size} ${importRatio(m).toFixed(2)} ${importRatio(m) >= WRITE_TARGET ? '≥' : '<'} ${WRITE_TARGET.toFixed(2)}`,
+    ...timed.map(
+      (m) => `import ${m.size} ${median(m.seconds.service).toFixed(3)} s ${inTime(m) ? '<' : '≥'} ${IMPORT_TARGET_SECONDS[m.size]} s`,
     ),
   ];
   return `Targets: ${pass ? 'PASS' : 'FAIL'} (reported, not enforced): ${parts.join('; ')}`;
