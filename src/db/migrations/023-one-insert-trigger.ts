@@ -23,6 +23,7 @@ export async function up(db: Kysely<any>): Promise<void> {
       return null;
     end $$`.execute(db);
   await sql`drop trigger contacts_mark_large_owner on contacts`.execute(db);
+  await sql`drop function contacts_mark_large_owner()`.execute(db);
   await sql`drop trigger contacts_count_insert on contacts`.execute(db);
   await sql`
     create trigger contacts_count_insert after insert on contacts
@@ -35,6 +36,13 @@ export async function down(db: Kysely<any>): Promise<void> {
   await sql`
     create trigger contacts_count_insert after insert on contacts
       referencing new table as changed for each statement execute function contacts_count_changes()`.execute(db);
+  await sql`
+    create function contacts_mark_large_owner() returns trigger language plpgsql as $$
+    begin
+      update contacts set large_owner = true
+       where id in (select id from changed where owner_id in (select owner_id from large_owners)) and not large_owner;
+      return null;
+    end $$`.execute(db);
   await sql`
     create trigger contacts_mark_large_owner after insert on contacts
       referencing new table as changed for each statement execute function contacts_mark_large_owner()`.execute(db);
