@@ -111,7 +111,7 @@ function sendingPrepared(client: pg.PoolClient): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   client.query = ((statement: unknown, ...rest: unknown[]) => {
     const name = typeof statement === 'string' ? preparedNames.get(statement) : undefined;
-    return name === undefined ? query(statement, ...rest) : query({ name, text: statement, values: rest[0] });
+    return name === undefined ? query(statement, ...rest) : query({ name, text: statement, values: rest[0] }, ...rest.slice(1));
   }) as typeof client.query;
 }
 

@@ -107,9 +107,8 @@ export async function creatingWithin<T>(
   });
 }
 
-/** The condition of an insert that may skip the create lock: the owner has ONE_CONTACT_HEADROOM contacts to spare under `max`. */
+/** The condition of an insert that may skip the create lock: the row's owner has ONE_CONTACT_HEADROOM contacts to spare under `max`. */
 export interface Room {
-  ownerId: number;
   max: number;
 }
 
@@ -124,17 +123,17 @@ export async function creatingOne<T>(
   max: number,
   insert: (db: Kysely<Database>, room?: Room) => Promise<T | undefined>,
 ): Promise<T> {
-  const inserted = await insert(db, { ownerId, max });
+  const inserted = await insert(db, { max });
   if (inserted !== undefined) return inserted;
   return creatingWithin(db, ownerId, max, async (trx) => ({ result: (await insert(trx))!, added: 1 }));
 }
 
-/** Every writable column unset: an insert names them all, so each create of a kind sends the same statement. */
+/** Every writable column unset, under the fields given: the bound statements below take a value for each column they name. */
 const UNSET_FIELDS = Object.fromEntries(schemaFields.ContactPatch.writable.map((column) => [column, null])) as Record<WritableColumn, null>;
 /** The columns an insert of one contact writes. */
 const INSERTED_COLUMNS = [...schemaFields.ContactPatch.writable, 'owner_id', 'created_at', 'updated_at'] as const;
 
-/** `row` inserted; with `room`, as an INSERT … SELECT whose condition is the room (a row only if there is). */
+/** `row` inserted; with `room`, as an INSERT … SELECT whose condition is the owner's room (a row only if there is). */
 function insertRow(db: Kysely<Database>, row: Insertable<ContactsTable>, room: Room | undefined) {
   const insert = db.insertInto('contacts');
   if (!room) return insert.values(row);
@@ -142,7 +141,7 @@ function insertRow(db: Kysely<Database>, row: Insertable<ContactsTable>, room: R
   // PostgreSQL types each parameter by the column it is inserted into, as in a VALUES list.
   const values = db
     .selectNoFrom(columns.map((column) => sql.val(row[column]).as(column)))
-    .where(sql<boolean>`${ownerCount(room.ownerId)} + ${ONE_CONTACT_HEADROOM} <= ${room.max}`);
+    .where(sql<boolean>`${ownerCount(row.owner_id)} + ${ONE_CONTACT_HEADROOM} <= ${room.max}`);
   return insert.columns(columns).expression(values);
 }
 
@@ -169,9 +168,9 @@ export async function insertContact(
   return inserted;
 }
 
-/** The create's insert with room, its row's owner's (creatingOne). */
+/** The create's insert with room (creatingOne). */
 const insertWithRoom = preparedStatement([...INSERTED_COLUMNS, 'max'], (db: Kysely<Database>, { max, ...row }) =>
-  insertRow(db, row, { ownerId: row.owner_id, max }).returning(CONTACT_COLUMNS),
+  insertRow(db, row, { max }).returning(CONTACT_COLUMNS),
 );
 
 /** The owner's contact `id`, or undefined (also when it belongs to someone else). */
@@ -615,9 +614,9 @@ export async function insertCardContact(
   return inserted;
 }
 
-/** A stored card's insert with room, its row's owner's (creatingOne). */
+/** A stored card's insert with room (creatingOne). */
 const insertCardWithRoom = preparedStatement([...INSERTED_COLUMNS, ...CARD_COLUMNS, 'max'], (db: Kysely<Database>, { max, ...row }) =>
-  insertRow(db, row, { ownerId: row.owner_id, max }).returning([...CONTACT_COLUMNS, ...CARD_COLUMNS]),
+  insertRow(db, row, { max }).returning([...CONTACT_COLUMNS, ...CARD_COLUMNS]),
 );
 
 /**

@@ -37,7 +37,7 @@ export async function hasLargeOwnerIndexes(db: Kysely<Database>, ownerId: number
 }
 
 /**
- * Makes the owner a large one: its row in large_owners (from then on, the insert trigger of 018
+ * Makes the owner a large one: its row in large_owners (from then on, the insert trigger of 023
  * marks its new contacts), a wait for every transaction already running (one may have inserted
  * before it could see the row), every contact marked in batches, then `ready`. Safe to repeat.
  */

@@ -21,7 +21,8 @@ t.test(
     await db.connection().execute(async (connection) => {
       const first = await connection.executeQuery(prepared(sumOf(connection, 1, 2, 'a')));
       const second = await connection.executeQuery(prepared(sumOf(connection, 10, 20, 'b')));
-      await connection.executeQuery(sumOf(connection, 5, 5, 'unmarked').compile());
+      const unmarked = connection.selectNoFrom(sql<number>`${5}::integer * 2`.as('sum')).compile();
+      t.same((await connection.executeQuery(unmarked)).rows, [{ sum: 10 }]);
       t.same(
         [...first.rows, ...second.rows],
         [
