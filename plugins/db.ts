@@ -85,7 +85,8 @@ export function prepared<R>(query: Compilable<R>): CompiledQuery<R> {
  * A prepared() statement that Kysely builds and compiles once, with a placeholder for each of
  * `names`, and that each call binds to `values`: for a statement run on every request, building
  * and compiling it cost the process a tenth of a create's time. `build` gets the placeholders
- * typed `never`, so they fit wherever its builder wants a value.
+ * typed `never`, so they fit wherever its builder wants a value. The first call's `db` builds it for
+ * every later one: each Kysely here compiles alike (one dialect, no plugins).
  */
 export function preparedStatement<DB, Name extends string, R>(
   names: readonly Name[],
