@@ -209,7 +209,7 @@ export const variables = {
     minimum: 1,
     maximum: 1_000_000,
     default: 20,
-    description: 'Requests a minute per client address without a valid access token.',
+    description: "Requests a minute per client address (IPv6 per /56) without a valid access token, logins included (the seed's limit).",
   },
   RATE_LIMIT_ME_PER_MIN: {
     type: 'integer',
@@ -222,15 +222,25 @@ export const variables = {
     type: 'integer',
     minimum: 1,
     maximum: 1_000_000,
-    default: 5,
-    description: 'Register, login and reset-password requests a minute per client address (IPv6 per /56), a bucket of their own.',
+    default: 20,
+    description:
+      'Register, login and reset-password requests a minute per client address (IPv6 per /56), a bucket of their own on top of the anonymous one; set it lower to hold the password operations tighter than the rest.',
   },
   SIGN_IN_ACCOUNT_FAILURES: {
     type: 'integer',
     minimum: 1,
     maximum: 1_000_000,
-    default: 10,
-    description: 'Wrong passwords for one account within the window after which the addresses they came from get 429 for that account.',
+    default: 20,
+    description:
+      'Wrong passwords for one account within the window after which an address that sent `SIGN_IN_ADDRESS_FAILURES` of them gets 429 for that account.',
+  },
+  SIGN_IN_ADDRESS_FAILURES: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1_000_000,
+    default: 5,
+    description:
+      "Of those, how many must have come from one client address (IPv6 per /56) before it is refused: an owner's typo or two while the account is under attack elsewhere locks nothing.",
   },
   SIGN_IN_FAILURE_WINDOW_S: {
     type: 'integer',

@@ -48,8 +48,10 @@ export interface AppConfig {
   rateLimitMePerMin: number;
   /** Register, login and reset requests a minute per client address (IPv6 per /56). */
   rateLimitPasswordPerMin: number;
-  /** Wrong passwords for one account in the window before the addresses they came from are refused. */
+  /** Wrong passwords for one account in the window before an address that sent enough of them is refused. */
   signInAccountFailures: number;
+  /** How many of them one address must have sent to be refused. */
+  signInAddressFailures: number;
   /** Seconds from an account's first counted failure until its count starts again. */
   signInFailureWindowS: number;
   /** Per-user requests a minute of the `import`, `export`, `sync` (REST and CardDAV) and `avatar` buckets. */
@@ -294,6 +296,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     rateLimitMePerMin: values.RATE_LIMIT_ME_PER_MIN,
     rateLimitPasswordPerMin: values.RATE_LIMIT_PASSWORD_PER_MIN,
     signInAccountFailures: values.SIGN_IN_ACCOUNT_FAILURES,
+    signInAddressFailures: values.SIGN_IN_ADDRESS_FAILURES,
     signInFailureWindowS: values.SIGN_IN_FAILURE_WINDOW_S,
     rateLimitImportPerMin: values.RATE_LIMIT_IMPORT_PER_MIN,
     rateLimitExportPerMin: values.RATE_LIMIT_EXPORT_PER_MIN,
