@@ -249,6 +249,14 @@ export const variables = {
     default: 900,
     description: "That window, from the account's first counted failure, in seconds.",
   },
+  MAIL_PER_RECIPIENT_PER_HOUR: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1000,
+    default: 3,
+    description:
+      'Verification mails, and reset mails, each at most this many an hour per recipient address (in Redis, shared by every instance); past it the request is answered as always and nothing is sent.',
+  },
   RATE_LIMIT_IMPORT_PER_MIN: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 10, description: 'Imports a minute per user.' },
   RATE_LIMIT_EXPORT_PER_MIN: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 10, description: 'Exports a minute per user.' },
   RATE_LIMIT_SYNC_PER_MIN: {

@@ -52,6 +52,8 @@ export interface AppConfig {
   signInAccountFailures: number;
   /** How many of them one address must have sent to be refused. */
   signInAddressFailures: number;
+  /** Verification mails, and reset mails, per recipient address and hour. */
+  mailPerRecipientPerHour: number;
   /** Seconds from an account's first counted failure until its count starts again. */
   signInFailureWindowS: number;
   /** Per-user requests a minute of the `import`, `export`, `sync` (REST and CardDAV) and `avatar` buckets. */
@@ -297,6 +299,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     rateLimitPasswordPerMin: values.RATE_LIMIT_PASSWORD_PER_MIN,
     signInAccountFailures: values.SIGN_IN_ACCOUNT_FAILURES,
     signInAddressFailures: values.SIGN_IN_ADDRESS_FAILURES,
+    mailPerRecipientPerHour: values.MAIL_PER_RECIPIENT_PER_HOUR,
     signInFailureWindowS: values.SIGN_IN_FAILURE_WINDOW_S,
     rateLimitImportPerMin: values.RATE_LIMIT_IMPORT_PER_MIN,
     rateLimitExportPerMin: values.RATE_LIMIT_EXPORT_PER_MIN,
