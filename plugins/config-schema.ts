@@ -274,6 +274,13 @@ export const variables = {
     default: 10,
     description: 'Avatar uploads a minute per user.',
   },
+  RATE_LIMIT_APP_PASSWORD_PER_MIN: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1_000_000,
+    default: 5,
+    description: 'App password creations a minute per user (each checks the account password).',
+  },
   EXPORT_CONCURRENT_PER_USER: {
     type: 'integer',
     minimum: 1,

@@ -26,6 +26,7 @@ const RATE_LIMITED = {
     { limit: 'export' },
     { limit: 'sync' },
     { limit: 'avatar' },
+    { limit: 'app-password' },
   ],
 } as const;
 
@@ -139,6 +140,7 @@ export default fp(
       export: app.config.rateLimitExportPerMin,
       sync: app.config.rateLimitSyncPerMin,
       avatar: app.config.rateLimitAvatarPerMin,
+      'app-password': app.config.rateLimitAppPasswordPerMin,
     };
     const buckets = new WeakMap<FastifyRequest, Bucket>();
     const perUser = (bucket: PerUserBucket, userId: number | string): Bucket => ({

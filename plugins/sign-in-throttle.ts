@@ -12,6 +12,11 @@ export class SignInThrottled extends HttpError {
   }
 }
 
+/** The account a user's failed sign-ins count against, whichever name was typed and wherever the password was asked for. */
+export function userAccount(userId: number): string {
+  return `user:${userId}`;
+}
+
 export interface SignInThrottle {
   /**
    * Throws SignInThrottled when `account` has had SIGN_IN_ACCOUNT_FAILURES failures in the current

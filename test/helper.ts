@@ -150,14 +150,16 @@ export async function testEnv(t: Teardown): Promise<Record<string, string>> {
 }
 
 /**
- * The per-user buckets of heavy work out of the way, for tests that upload, import, export or sync
- * more often than a client would; test/plugins/rate-limit-buckets.test.ts tests them.
+ * The per-user buckets of heavy work out of the way, for tests that upload, import, export, sync
+ * or make app passwords more often than a client would; test/plugins/rate-limit-buckets.test.ts
+ * and test/users/app-passwords.test.ts test them.
  */
 export const HEAVY_WORK_UNLIMITED = {
   RATE_LIMIT_IMPORT_PER_MIN: '100000',
   RATE_LIMIT_EXPORT_PER_MIN: '100000',
   RATE_LIMIT_SYNC_PER_MIN: '100000',
   RATE_LIMIT_AVATAR_PER_MIN: '100000',
+  RATE_LIMIT_APP_PASSWORD_PER_MIN: '100000',
 };
 
 /** testEnv's lifted limits unset again: the production defaults, for the tests of those defaults. */

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import { v7 as uuidV7 } from 'uuid';
 import { issuedAtMs } from '../../plugins/auth.js';
+import { userAccount } from '../../plugins/sign-in-throttle.js';
 import { violatedUniqueIndex } from '../../plugins/db.js';
 import type { MailMessage } from '../../plugins/mail.js';
 import { BadRequest, Conflict, Forbidden, Unauthorized, ValidationFailed } from '../../plugins/http/errors.js';
@@ -158,7 +159,7 @@ export async function requestVerification(deps: AuthDeps, email: string): Promis
 
 /** Whom failed sign-ins count against: the user whichever name was typed, else the name as typed, ignoring case. */
 function accountOf(user: { id: number } | undefined, login: string): string {
-  return user ? `user:${user.id}` : `name:${digest(login.toLowerCase())}`;
+  return user ? userAccount(user.id) : `name:${digest(login.toLowerCase())}`;
 }
 
 /**
