@@ -122,3 +122,16 @@ t.test('instances share the allowance through Redis', { skip: backend === 'postg
   const mails = await mailsAfterClose(first, mailbox.messages, victim.email);
   t.equal(mails.length, 3, "three in all, the registration's included, though each instance was asked twice");
 });
+
+t.test('a Redis outage opens no allowance: the process counts meanwhile', async (t) => {
+  const mailbox = await smtpCapture(t);
+  // Nothing listens on port 1.
+  const app = await build(t, { env: { SMTP_URL: mailbox.url, REDIS_URL: 'redis://127.0.0.1:1', MAIL_PER_RECIPIENT_PER_HOUR: '2' } });
+  const victim = credentials();
+  t.equal((await register(app, victim)).statusCode, 201);
+  for (let i = 0; i < 3; i++) {
+    const res = await app.inject({ method: 'POST', url: '/api/auth/request-verification', payload: { email: victim.email } });
+    t.equal(res.statusCode, 202, `request ${i + 1} is answered`);
+  }
+  t.equal((await mailsAfterClose(app, mailbox.messages, victim.email)).length, 2, "two in all, the registration's included");
+});
