@@ -234,20 +234,20 @@ export const variables = {
     description:
       'Wrong passwords for one account within the window after which an address that sent `SIGN_IN_ADDRESS_FAILURES` of them gets 429 for that account.',
   },
-  SIGN_IN_ADDRESS_FAILURES: {
-    type: 'integer',
-    minimum: 1,
-    maximum: 1_000_000,
-    default: 5,
-    description:
-      "Of those, how many must have come from one client address (IPv6 per /56) before it is refused: an owner's typo or two while the account is under attack elsewhere locks nothing.",
-  },
   SIGN_IN_FAILURE_WINDOW_S: {
     type: 'integer',
     minimum: 1,
     maximum: 86_400,
     default: 900,
     description: "That window, from the account's first counted failure, in seconds.",
+  },
+  SIGN_IN_ADDRESS_FAILURES: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1_000_000,
+    default: 5,
+    description:
+      "Of the account's failures in that window, how many must have come from one client address (IPv6 per /56) before it is refused: an owner's typo or two while the account is under attack elsewhere locks nothing.",
   },
   MAIL_PER_RECIPIENT_PER_HOUR: {
     type: 'integer',
