@@ -131,13 +131,15 @@ async function startService(work: string): Promise<Server> {
     },
     { path: '/readyz', status: 200 },
   );
-  const token = await verifiedUser(service.base, path.join(dataDir, 'outbox'), 'bench_dav');
+  // App passwords are made with the account password.
+  const accountPassword = randomBytes(18).toString('base64url');
+  const token = await verifiedUser(service.base, path.join(dataDir, 'outbox'), 'bench_dav', accountPassword);
   const bearer = { authorization: `Bearer ${token}` };
   const created = await expectStatus(
     await fetch(`${service.base}/api/users/me/app-passwords`, {
       method: 'POST',
       headers: { ...bearer, 'content-type': 'application/json' },
-      body: '{"name":"bench"}',
+      body: JSON.stringify({ name: 'bench', password: accountPassword }),
     }),
     201,
     'app password',

@@ -200,8 +200,13 @@ async function verificationLink(outbox: string, address: string): Promise<string
 }
 
 /** Registers, verifies (through the outbox) and logs in a user; returns its access token. */
-export async function verifiedUser(service: string, outbox: string, username = 'bench_user'): Promise<string> {
-  const user = { username, email: `${username.replaceAll('_', '-')}@bench.example`, password: randomBytes(18).toString('base64url') };
+export async function verifiedUser(
+  service: string,
+  outbox: string,
+  username = 'bench_user',
+  password = randomBytes(18).toString('base64url'),
+): Promise<string> {
+  const user = { username, email: `${username.replaceAll('_', '-')}@bench.example`, password };
   const json = { 'content-type': 'application/json' };
   await expectStatus(
     await fetch(`${service}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify(user) }),

@@ -25,12 +25,21 @@ const UUID_V7 = /^([0-9a-f]{8})-([0-9a-f]{4})-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-
  * start of that second, so such a token of the same second as a reset counts as issued before it.
  */
 export function issuedAtMs(claims: TokenClaims): number {
-  const uuid = UUID_V7.exec(claims.jti);
-  return uuid ? parseInt(`${uuid[1]}${uuid[2]}`, 16) : claims.iat * 1000;
+  return jtiTimeMs(claims.jti) ?? claims.iat * 1000;
+}
+
+/** The time in ms a UUIDv7 `jti` holds; null for any other. */
+function jtiTimeMs(jti: string): number | null {
+  const uuid = UUID_V7.exec(jti);
+  return uuid ? parseInt(`${uuid[1]}${uuid[2]}`, 16) : null;
 }
 
 export interface TokenService {
-  sign(userId: number, typ: TokenType, ttlSeconds: number): string;
+  /**
+   * A token of `typ` for the user. Its issue time is its `jti`'s (a UUIDv7, new unless given), so
+   * signing again with the same jti and lifetime gives the same token (a reset link mailed again).
+   */
+  sign(userId: number, typ: TokenType, ttlSeconds: number, jti?: string): string;
   /** The claims when the token is well-signed, unexpired, of type `typ` and names a possible user; null otherwise. */
   verify(token: string, typ: TokenType): TokenClaims | null;
   /**
@@ -142,8 +151,9 @@ export default fp<AuthOptions>(
     }
 
     const tokens: TokenService = {
-      sign(userId, typ, ttlSeconds) {
-        return app.jwt.sign({ sub: String(userId), typ, jti: uuidV7() }, { expiresIn: `${ttlSeconds}s` });
+      sign(userId, typ, ttlSeconds, jti = uuidV7()) {
+        const iat = Math.floor((jtiTimeMs(jti) ?? Date.now()) / 1000);
+        return app.jwt.sign({ sub: String(userId), typ, jti, iat }, { expiresIn: `${ttlSeconds}s` });
       },
       verify(token, typ) {
         let claims: TokenClaims;

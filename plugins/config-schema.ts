@@ -209,7 +209,7 @@ export const variables = {
     minimum: 1,
     maximum: 1_000_000,
     default: 20,
-    description: 'Requests a minute per client address without a valid access token.',
+    description: "Requests a minute per client address (IPv6 per /56) without a valid access token, logins included (the seed's limit).",
   },
   RATE_LIMIT_ME_PER_MIN: {
     type: 'integer',
@@ -222,15 +222,17 @@ export const variables = {
     type: 'integer',
     minimum: 1,
     maximum: 1_000_000,
-    default: 5,
-    description: 'Register, login and reset-password requests a minute per client address (IPv6 per /56), a bucket of their own.',
+    default: 20,
+    description:
+      'Register, login and reset-password requests a minute per client address (IPv6 per /56), a bucket of their own on top of the anonymous one; set it lower to hold the password operations tighter than the rest.',
   },
   SIGN_IN_ACCOUNT_FAILURES: {
     type: 'integer',
     minimum: 1,
     maximum: 1_000_000,
-    default: 10,
-    description: 'Wrong passwords for one account within the window after which the addresses they came from get 429 for that account.',
+    default: 20,
+    description:
+      'Wrong passwords for one account within the window after which an address that sent `SIGN_IN_ADDRESS_FAILURES` of them gets 429 for that account.',
   },
   SIGN_IN_FAILURE_WINDOW_S: {
     type: 'integer',
@@ -238,6 +240,22 @@ export const variables = {
     maximum: 86_400,
     default: 900,
     description: "That window, from the account's first counted failure, in seconds.",
+  },
+  SIGN_IN_ADDRESS_FAILURES: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1_000_000,
+    default: 5,
+    description:
+      "Of the account's failures in that window, how many must have come from one client address (IPv6 per /56) before it is refused: an owner's typo or two while the account is under attack elsewhere locks nothing.",
+  },
+  MAIL_PER_RECIPIENT_PER_HOUR: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1000,
+    default: 3,
+    description:
+      'Verification mails, and reset mails, each at most this many an hour per recipient address (in Redis, shared by every instance); past it the request is answered as always and nothing is sent.',
   },
   RATE_LIMIT_IMPORT_PER_MIN: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 10, description: 'Imports a minute per user.' },
   RATE_LIMIT_EXPORT_PER_MIN: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 10, description: 'Exports a minute per user.' },
@@ -255,6 +273,13 @@ export const variables = {
     maximum: 1_000_000,
     default: 10,
     description: 'Avatar uploads a minute per user.',
+  },
+  RATE_LIMIT_APP_PASSWORD_PER_MIN: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1_000_000,
+    default: 5,
+    description: 'App password creations a minute per user (each checks the account password).',
   },
   EXPORT_CONCURRENT_PER_USER: {
     type: 'integer',

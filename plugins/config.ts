@@ -48,8 +48,12 @@ export interface AppConfig {
   rateLimitMePerMin: number;
   /** Register, login and reset requests a minute per client address (IPv6 per /56). */
   rateLimitPasswordPerMin: number;
-  /** Wrong passwords for one account in the window before the addresses they came from are refused. */
+  /** Wrong passwords for one account in the window before an address that sent enough of them is refused. */
   signInAccountFailures: number;
+  /** How many of them one address must have sent to be refused. */
+  signInAddressFailures: number;
+  /** Verification mails, and reset mails, per recipient address and hour. */
+  mailPerRecipientPerHour: number;
   /** Seconds from an account's first counted failure until its count starts again. */
   signInFailureWindowS: number;
   /** Per-user requests a minute of the `import`, `export`, `sync` (REST and CardDAV) and `avatar` buckets. */
@@ -57,6 +61,8 @@ export interface AppConfig {
   rateLimitExportPerMin: number;
   rateLimitSyncPerMin: number;
   rateLimitAvatarPerMin: number;
+  /** App password creations a minute per user. */
+  rateLimitAppPasswordPerMin: number;
   /** Exports one user may have in flight (spooling or sending) in one instance; past it 429. */
   exportConcurrentPerUser: number;
   /** Exports in flight in one instance; past it 503. */
@@ -294,11 +300,14 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     rateLimitMePerMin: values.RATE_LIMIT_ME_PER_MIN,
     rateLimitPasswordPerMin: values.RATE_LIMIT_PASSWORD_PER_MIN,
     signInAccountFailures: values.SIGN_IN_ACCOUNT_FAILURES,
+    signInAddressFailures: values.SIGN_IN_ADDRESS_FAILURES,
+    mailPerRecipientPerHour: values.MAIL_PER_RECIPIENT_PER_HOUR,
     signInFailureWindowS: values.SIGN_IN_FAILURE_WINDOW_S,
     rateLimitImportPerMin: values.RATE_LIMIT_IMPORT_PER_MIN,
     rateLimitExportPerMin: values.RATE_LIMIT_EXPORT_PER_MIN,
     rateLimitSyncPerMin: values.RATE_LIMIT_SYNC_PER_MIN,
     rateLimitAvatarPerMin: values.RATE_LIMIT_AVATAR_PER_MIN,
+    rateLimitAppPasswordPerMin: values.RATE_LIMIT_APP_PASSWORD_PER_MIN,
     exportConcurrentPerUser: values.EXPORT_CONCURRENT_PER_USER,
     exportConcurrentPerInstance: values.EXPORT_CONCURRENT_PER_INSTANCE,
     exportSpoolMaxBytes: values.EXPORT_SPOOL_MAX_BYTES,

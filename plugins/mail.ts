@@ -14,6 +14,11 @@ export interface MailMessage {
 export interface Mailer {
   /** Sends one message; rejects when the transport fails. */
   send(message: MailMessage): Promise<void>;
+  /**
+   * Runs `task` (which may send) without waiting for it, so an answer does not wait for the mail,
+   * nor tell by its timing whether one is sent. The app's close waits for it, database still open.
+   */
+  later(task: () => Promise<void>): void;
 }
 
 export interface MailOptions {
@@ -41,6 +46,11 @@ export default fp<MailOptions>(
 
     // Messages still on their way when the app closes are finished before the transport closes.
     const inFlight = new Set<Promise<void>>();
+    const track = (work: Promise<void>) => {
+      inFlight.add(work);
+      void work.finally(() => inFlight.delete(work)).catch(() => {});
+      return work;
+    };
 
     async function deliver(message: MailMessage): Promise<void> {
       const info = await transport.sendMail({ from: mailFrom, ...message });
@@ -56,14 +66,16 @@ export default fp<MailOptions>(
     }
 
     app.decorate('mail', {
-      send(message) {
-        const sending = deliver(message);
-        inFlight.add(sending);
-        void sending.finally(() => inFlight.delete(sending)).catch(() => {});
-        return sending;
+      send: (message) => track(deliver(message)),
+      later(task) {
+        void track(task());
       },
     } satisfies Mailer);
 
+    // Before onClose: a task may still read the database, which closes there.
+    app.addHook('preClose', async () => {
+      await Promise.allSettled(inFlight);
+    });
     app.addHook('onClose', async () => {
       await Promise.allSettled(inFlight);
       transport.close();

@@ -26,6 +26,7 @@ const RATE_LIMITED = {
     { limit: 'export' },
     { limit: 'sync' },
     { limit: 'avatar' },
+    { limit: 'app-password' },
   ],
 } as const;
 
@@ -65,6 +66,12 @@ function fallbackCounter(now: () => number = Date.now): (bucket: Bucket) => Coun
   };
 }
 
+function setHeaders(reply: FastifyReply, state: Pick<Count, 'max' | 'remaining' | 'ttlInSeconds'>): void {
+  reply.header('X-RateLimit-Limit', state.max);
+  reply.header('X-RateLimit-Remaining', state.remaining);
+  reply.header('X-RateLimit-Reset', Math.max(1, state.ttlInSeconds));
+}
+
 /**
  * Only the API is limited; docs, openapi.*, health probes and pages are not. The matched route
  * decides (the raw URL could hide `/api` behind percent-encoding); unmatched URLs count by path.
@@ -95,12 +102,15 @@ export function clientAddress(request: FastifyRequest): string {
   return isIP(request.ip) ? request.ip : (request.socket.remoteAddress ?? '');
 }
 
-/** IPv6 clients of the password operations are grouped by /56: one household or site often holds a /56, and a /64 each costs an attacker nothing. */
-const PASSWORD_IPV6_PREFIX = 56;
+/** IPv6 clients are grouped by /56: one household or site often holds a /56, and a /64 each costs an attacker nothing. */
+const IPV6_PREFIX = 56;
 
-/** The client as the password operations count it: its bucket here, and its turn in the password queue (plugins/passwords.ts). */
-export function passwordClientOf(request: FastifyRequest): string {
-  return normalizeIP(clientAddress(request), PASSWORD_IPV6_PREFIX);
+/**
+ * The client as every per-address limit counts it: its buckets here, its failed sign-ins
+ * (plugins/sign-in-throttle.ts) and its turn in the password queue (plugins/passwords.ts).
+ */
+export function clientOf(request: FastifyRequest): string {
+  return normalizeIP(clientAddress(request), IPV6_PREFIX);
 }
 
 declare module 'fastify' {
@@ -130,6 +140,7 @@ export default fp(
       export: app.config.rateLimitExportPerMin,
       sync: app.config.rateLimitSyncPerMin,
       avatar: app.config.rateLimitAvatarPerMin,
+      'app-password': app.config.rateLimitAppPasswordPerMin,
     };
     const buckets = new WeakMap<FastifyRequest, Bucket>();
     const perUser = (bucket: PerUserBucket, userId: number | string): Bucket => ({
@@ -156,20 +167,25 @@ export default fp(
     const count = app.createRateLimit();
     const rateLimited = app.metrics.counter(RATE_LIMITED);
 
-    /** The bucket this request counts against, or null when it is not limited. */
-    function bucketOf(request: FastifyRequest): Bucket | null {
-      if (!isLimited(request)) return null;
+    const anonymous = (request: FastifyRequest): Bucket => ({
+      name: 'anonymous',
+      key: `anon:${clientOf(request)}`,
+      max: rateLimitAnonPerMin,
+    });
+
+    /** The buckets this request counts in, in order; none when it is not limited. */
+    function bucketsOf(request: FastifyRequest): Bucket[] {
+      if (!isLimited(request)) return [];
       const { secured, rateLimitBucket } = request.routeOptions.config;
       // A token exempts only where it is required: on login, say, any token would otherwise buy
       // unlimited password guesses. Signature, type and expiry decide here; the database check
       // (deleted user, reset) stays with authentication, which answers 401.
       const claims = secured ? request.accessClaims() : null;
-      // Each of these costs a password hash: a tighter bucket of their own, whatever token is sent.
-      if (rateLimitBucket === PASSWORD_BUCKET)
-        return { name: 'password', key: `password:${passwordClientOf(request)}`, max: rateLimitPasswordPerMin };
-      // IPv6 clients are grouped by /64, the block one subscriber usually holds.
-      if (!claims) return { name: 'anonymous', key: `anon:${normalizeIP(clientAddress(request))}`, max: rateLimitAnonPerMin };
-      return rateLimitBucket ? perUser(rateLimitBucket as PerUserBucket, claims.sub) : null;
+      if (claims) return rateLimitBucket ? [perUser(rateLimitBucket as PerUserBucket, claims.sub)] : [];
+      // The seed's limit counts every request without a token, logins included. Those that cost a
+      // password hash count in a bucket of their own as well, which an operator may set tighter.
+      if (rateLimitBucket !== PASSWORD_BUCKET) return [anonymous(request)];
+      return [anonymous(request), { name: 'password', key: `password:${clientOf(request)}`, max: rateLimitPasswordPerMin }];
     }
 
     // Settled: right after a reconnection the odd command still fails, which is no new outage.
@@ -180,39 +196,48 @@ export default fp(
     );
     const countHere = fallbackCounter();
 
-    /** Counts the request in `bucket`; 429 once the bucket is full. */
-    async function countIn(request: FastifyRequest, reply: FastifyReply, bucket: Bucket): Promise<void> {
+    /** Counts the request in `bucket`. */
+    async function countIn(request: FastifyRequest, bucket: Bucket): Promise<Awaited<ReturnType<typeof count>> | Count> {
       buckets.set(request, bucket);
-      let state: Awaited<ReturnType<typeof count>> | Count;
       try {
-        state = await count(request);
+        const state = await count(request);
         outage.answered();
+        return state;
       } catch (err) {
         // The library's skipOnError would let every request through; this counts here instead, and says so.
         outage.failed(err);
-        state = countHere(bucket);
-      }
-      if (state.isAllowed) return;
-      const resetSeconds = Math.max(1, state.ttlInSeconds);
-      reply.header('X-RateLimit-Limit', state.max);
-      reply.header('X-RateLimit-Remaining', state.remaining);
-      reply.header('X-RateLimit-Reset', resetSeconds);
-      if (state.isExceeded) {
-        rateLimited.inc({ limit: bucket.name });
-        throw new TooManyRequests(resetSeconds);
+        return countHere(bucket);
       }
     }
 
+    /**
+     * Counts the request in each bucket in turn; 429 at the first that is full (the later ones are
+     * not counted). The X-RateLimit-* headers tell of the full bucket, or else of the one with the
+     * fewest requests left.
+     */
+    async function countInEach(request: FastifyRequest, reply: FastifyReply, list: Bucket[]): Promise<void> {
+      let tightest: Count | undefined;
+      for (const bucket of list) {
+        const state = await countIn(request, bucket);
+        if (state.isAllowed) continue;
+        if (state.isExceeded) {
+          setHeaders(reply, state);
+          rateLimited.inc({ limit: bucket.name });
+          throw new TooManyRequests(Math.max(1, state.ttlInSeconds));
+        }
+        if (!tightest || state.remaining < tightest.remaining) tightest = state;
+      }
+      if (tightest) setHeaders(reply, tightest);
+    }
+
     app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      const bucket = bucketOf(request);
-      if (bucket) await countIn(request, reply, bucket);
+      const list = bucketsOf(request);
+      if (list.length > 0) await countInEach(request, reply, list);
     });
 
-    app.decorate('countFailedSignIn', (request: FastifyRequest, reply: FastifyReply) =>
-      countIn(request, reply, { name: 'anonymous', key: `anon:${normalizeIP(clientAddress(request))}`, max: rateLimitAnonPerMin }),
-    );
+    app.decorate('countFailedSignIn', (request: FastifyRequest, reply: FastifyReply) => countInEach(request, reply, [anonymous(request)]));
     app.decorate('countPerUser', (request: FastifyRequest, reply: FastifyReply, bucket: PerUserBucket, userId: number) =>
-      countIn(request, reply, perUser(bucket, userId)),
+      countInEach(request, reply, [perUser(bucket, userId)]),
     );
   },
   { name: 'rate-limit', dependencies: ['config', 'redis', 'auth', 'metrics'], fastify: '5.x' },

@@ -12,11 +12,16 @@ export class SignInThrottled extends HttpError {
   }
 }
 
+/** The account a user's failed sign-ins count against, whichever name was typed and wherever the password was asked for. */
+export function userAccount(userId: number): string {
+  return `user:${userId}`;
+}
+
 export interface SignInThrottle {
   /**
    * Throws SignInThrottled when `account` has had SIGN_IN_ACCOUNT_FAILURES failures in the current
-   * window and `address` is one of the addresses they came from. An address that has not failed
-   * on the account is still checked, so a flood from elsewhere does not lock the owner out.
+   * window and SIGN_IN_ADDRESS_FAILURES of them came from `address`. An address with fewer is still
+   * checked, so a flood from elsewhere plus a typo or two of the owner does not lock the owner out.
    */
   check(account: string, address: string): Promise<void>;
   /** Records a wrong password for `account` from `address`. */
@@ -34,8 +39,8 @@ declare module 'fastify' {
 interface Failures {
   /** Failures in the window, from any address. */
   total: number;
-  /** Whether the asking address is among them. */
-  fromAddress: boolean;
+  /** How many of them came from the asking address. */
+  fromAddress: number;
   /** Milliseconds until the window ends. */
   ttlMs: number;
 }
@@ -56,7 +61,7 @@ const FALLBACK_ACCOUNTS = 100_000;
  */
 export default fp(
   async (app) => {
-    const { signInAccountFailures: limit, signInFailureWindowS, redisKeyPrefix } = app.config;
+    const { signInAccountFailures: limit, signInAddressFailures: ownLimit, signInFailureWindowS, redisKeyPrefix } = app.config;
     const windowMs = signInFailureWindowS * 1000;
     const redis = app.redisClient;
     const outage = outageLog(
@@ -83,7 +88,7 @@ export default fp(
             .pttl(keyOf(account))
             .exec()) as [[null, string | null], [null, string | null], [null, number]];
           outage.answered();
-          return { total: Number(total ?? 0), fromAddress: own !== null, ttlMs: ttl };
+          return { total: Number(total ?? 0), fromAddress: Number(own ?? 0), ttlMs: ttl };
         } catch (err) {
           outage.failed(err);
         }
@@ -91,7 +96,7 @@ export default fp(
       const window = localWindow(account);
       return {
         total: window?.total ?? 0,
-        fromAddress: window?.addresses.has(address) ?? false,
+        fromAddress: window?.addresses.get(address) ?? 0,
         ttlMs: window ? window.endsAt - Date.now() : 0,
       };
     }
@@ -106,7 +111,8 @@ export default fp(
     app.decorate('signInThrottle', {
       async check(account, address) {
         const failures = await read(account, address);
-        if (failures.total >= limit && failures.fromAddress) throw new SignInThrottled(Math.max(1, Math.ceil(failures.ttlMs / 1000)));
+        if (failures.total >= limit && failures.fromAddress >= ownLimit)
+          throw new SignInThrottled(Math.max(1, Math.ceil(failures.ttlMs / 1000)));
       },
       async failed(account, address) {
         if (redis) {

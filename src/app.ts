@@ -7,6 +7,7 @@ import docsPlugin from '../plugins/docs.js';
 import httpPlugin, { httpServerOptions } from '../plugins/http.js';
 import { registerOperations } from '../plugins/http/operations.js';
 import mailPlugin, { type MailOptions } from '../plugins/mail.js';
+import mailLimitPlugin from '../plugins/mail-limit.js';
 import metricsPlugin from '../plugins/metrics.js';
 import passwordsPlugin from '../plugins/passwords.js';
 import rateLimitPlugin, { clientAddress } from '../plugins/rate-limit.js';
@@ -121,6 +122,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   await app.register(rateLimitPlugin);
   await app.register(signInThrottlePlugin);
   await app.register(mailPlugin, options.mail ?? {});
+  await app.register(mailLimitPlugin);
   await app.register(docsPlugin);
   await app.register(largeOwnersPlugin);
 

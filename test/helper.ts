@@ -150,24 +150,33 @@ export async function testEnv(t: Teardown): Promise<Record<string, string>> {
 }
 
 /**
- * The per-user buckets of heavy work out of the way, for tests that upload, import, export or sync
- * more often than a client would; test/plugins/rate-limit-buckets.test.ts tests them.
+ * The per-user buckets of heavy work out of the way, for tests that upload, import, export, sync
+ * or make app passwords more often than a client would; test/plugins/rate-limit-buckets.test.ts
+ * and test/users/app-passwords.test.ts test them.
  */
 export const HEAVY_WORK_UNLIMITED = {
   RATE_LIMIT_IMPORT_PER_MIN: '100000',
   RATE_LIMIT_EXPORT_PER_MIN: '100000',
   RATE_LIMIT_SYNC_PER_MIN: '100000',
   RATE_LIMIT_AVATAR_PER_MIN: '100000',
+  RATE_LIMIT_APP_PASSWORD_PER_MIN: '100000',
+};
+
+/** testEnv's lifted limits unset again: the production defaults, for the tests of those defaults. */
+export const DEFAULT_LIMITS = {
+  RATE_LIMIT_PASSWORD_PER_MIN: undefined,
+  PASSWORD_QUEUE_PER_CLIENT: undefined,
+  ...Object.fromEntries(Object.keys(HEAVY_WORK_UNLIMITED).map((name) => [name, undefined])),
 };
 
 export interface BuildTestOptions extends Omit<BuildOptions, 'config'> {
-  /** Extra or overriding environment variables. */
-  env?: Record<string, string>;
+  /** Extra or overriding environment variables; `undefined` unsets one. */
+  env?: Record<string, string | undefined>;
 }
 
 /** The real app on a fresh database; closed at teardown. Use `app.inject` or `app.listen`. */
 export async function build(t: Teardown, options: BuildTestOptions = {}): Promise<FastifyInstance> {
-  const env = { ...(await testEnv(t)), ...options.env };
+  const env = Object.fromEntries(Object.entries({ ...(await testEnv(t)), ...options.env }).filter(([, value]) => value !== undefined));
   const config: AppConfig = await loadConfig(env);
   const app = await buildApp({ ...options, config });
   t.teardown(() => app.close());

@@ -14,9 +14,28 @@ export async function setRefreshTokenHash(db: Kysely<Database>, id: number, hash
   await db.updateTable('users').set({ refresh_token_hash: hash }).where('id', '=', id).execute();
 }
 
-/** Stores the SHA-256 of the latest reset token, superseding any earlier one. */
-export async function setResetTokenHash(db: Kysely<Database>, id: number, hash: string): Promise<void> {
-  await db.updateTable('users').set({ reset_token_hash: hash }).where('id', '=', id).execute();
+/** The user's pending reset token, as stored; undefined when the user is gone. */
+export function findResetToken(db: Kysely<Database>, id: number): Promise<{ hash: string | null; jti: string | null } | undefined> {
+  return db.selectFrom('users').select(['reset_token_hash as hash', 'reset_token_jti as jti']).where('id', '=', id).executeTakeFirst();
+}
+
+/**
+ * Stores a new reset token (its SHA-256 and jti), superseding the one whose jti was `expectedJti`;
+ * false when another was stored meanwhile, which then stays.
+ */
+export async function replaceResetToken(
+  db: Kysely<Database>,
+  id: number,
+  expectedJti: string | null,
+  token: { hash: string; jti: string },
+): Promise<boolean> {
+  const result = await db
+    .updateTable('users')
+    .set({ reset_token_hash: token.hash, reset_token_jti: token.jti })
+    .where('id', '=', id)
+    .where('reset_token_jti', expectedJti === null ? 'is' : '=', expectedJti)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }
 
 /** Replaces the password hash (a rehash at login), unless the password changed meanwhile; true when replaced. */
@@ -76,7 +95,14 @@ export async function completePasswordReset(
     const cutOff = clock();
     await trx
       .updateTable('users')
-      .set({ password_hash: passwordHash, is_verified: true, refresh_token_hash: null, reset_token_hash: null, tokens_valid_after: cutOff })
+      .set({
+        password_hash: passwordHash,
+        is_verified: true,
+        refresh_token_hash: null,
+        reset_token_hash: null,
+        reset_token_jti: null,
+        tokens_valid_after: cutOff,
+      })
       .where('id', '=', id)
       .execute();
     // App passwords are checked against the database on every request, so this revokes them everywhere at once.

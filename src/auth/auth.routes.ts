@@ -1,4 +1,4 @@
-import { passwordClientOf } from '../../plugins/rate-limit.js';
+import { clientOf } from '../../plugins/rate-limit.js';
 import type { OperationHandlers } from '../operation-types.js';
 import * as auth from './auth.service.js';
 
@@ -8,7 +8,7 @@ const NO_STORE = { 'Cache-Control': 'no-store' } as const;
 /** Handlers of the account operations in openapi.yaml. */
 export const authHandlers = {
   async registerUser(request) {
-    return { status: 201, body: await auth.registerUser(request.server, request.body, passwordClientOf(request)) };
+    return { status: 201, body: await auth.registerUser(request.server, request.body, clientOf(request)) };
   },
   async verifyEmail(request) {
     return { status: 200, body: await auth.verifyEmail(request.server, request.query.token) };
@@ -19,7 +19,7 @@ export const authHandlers = {
   async login(request) {
     return {
       status: 200,
-      body: await auth.login(request.server, request.body.username, request.body.password, passwordClientOf(request)),
+      body: await auth.login(request.server, request.body.username, request.body.password, clientOf(request)),
       headers: NO_STORE,
     };
   },
@@ -36,7 +36,7 @@ export const authHandlers = {
   async resetPassword(request) {
     return {
       status: 200,
-      body: await auth.resetPassword(request.server, request.body.token, request.body.password, passwordClientOf(request)),
+      body: await auth.resetPassword(request.server, request.body.token, request.body.password, clientOf(request)),
     };
   },
 } satisfies Partial<OperationHandlers>;

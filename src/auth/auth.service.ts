@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
+import { v7 as uuidV7 } from 'uuid';
 import { issuedAtMs } from '../../plugins/auth.js';
+import { userAccount } from '../../plugins/sign-in-throttle.js';
 import { violatedUniqueIndex } from '../../plugins/db.js';
 import type { MailMessage } from '../../plugins/mail.js';
 import { BadRequest, Conflict, Forbidden, Unauthorized, ValidationFailed } from '../../plugins/http/errors.js';
@@ -9,15 +11,16 @@ import type { components } from '../generated/openapi.js';
 import { findTaken, findUserByEmail, findUserById, findUserByLogin, insertUser, markVerified } from '../users/users.repository.js';
 import {
   completePasswordReset,
+  findResetToken,
   replacePasswordHash,
+  replaceResetToken,
   setRefreshTokenHash,
-  setResetTokenHash,
   storeLoginRefreshToken,
 } from './auth.repository.js';
 import { toUser, type User } from '../users/users.service.js';
 
 /** What the account operations need from the app. */
-export type AuthDeps = Pick<FastifyInstance, 'db' | 'config' | 'tokens' | 'mail' | 'passwords' | 'signInThrottle' | 'log'>;
+export type AuthDeps = Pick<FastifyInstance, 'db' | 'config' | 'tokens' | 'mail' | 'mailLimit' | 'passwords' | 'signInThrottle' | 'log'>;
 
 type TokenPair = components['schemas']['TokenPair'];
 type Message = components['schemas']['Message'];
@@ -61,6 +64,21 @@ async function sendQuietly(deps: AuthDeps, message: MailMessage): Promise<void> 
   }
 }
 
+/**
+ * Composes a mail after the answer and sends it, when `compose` gives one; failures are logged,
+ * never passed on. Neither the answer nor its timing then tells whether anything was sent.
+ */
+function mailLater(deps: AuthDeps, compose: () => Promise<MailMessage | null>): void {
+  deps.mail.later(async () => {
+    try {
+      const message = await compose();
+      if (message) await sendQuietly(deps, message);
+    } catch (err) {
+      deps.log.warn({ err }, 'mail could not be composed');
+    }
+  });
+}
+
 function verificationMail(deps: AuthDeps, to: string, userId: number): MailMessage {
   const token = deps.tokens.sign(userId, 'verify', deps.config.verifyTokenTtl);
   const link = `${deps.config.publicBaseUrl}/api/auth/verify-email?token=${encodeURIComponent(token)}`;
@@ -72,13 +90,17 @@ function verificationMail(deps: AuthDeps, to: string, userId: number): MailMessa
   };
 }
 
-function resetMail(deps: AuthDeps, to: string, token: string): MailMessage {
-  const link = `${deps.config.publicBaseUrl}/reset-password?token=${encodeURIComponent(token)}`;
-  const minutes = Math.round(deps.config.resetTokenTtl / 60);
+/** `2026-06-10 12:15 UTC`: the minute, cut down, so the link works at least until then. */
+function utcMinute(date: Date): string {
+  return `${date.toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+}
+
+function resetMail(deps: AuthDeps, to: string, reset: LiveResetToken): MailMessage {
+  const link = `${deps.config.publicBaseUrl}/reset-password?token=${encodeURIComponent(reset.token)}`;
   return {
     to,
     subject: 'Reset your password',
-    text: `Open this link to choose a new password:\n\n${link}\n\nThe link works once, for ${minutes} minutes. If you did not ask for it, ignore this mail.\n`,
+    text: `Open this link to choose a new password:\n\n${link}\n\nThe link works once, until ${utcMinute(reset.expiresAt)}. If you did not ask for it, ignore this mail.\n`,
   };
 }
 
@@ -107,7 +129,7 @@ export async function registerUser(
     if (field === 'email') throw new Conflict(EMAIL_TAKEN);
     throw error;
   }
-  await sendQuietly(deps, verificationMail(deps, row.email, row.id));
+  if (await deps.mailLimit.take('verification', row.email)) await sendQuietly(deps, verificationMail(deps, row.email, row.id));
   return toUser(row, deps.config.publicBaseUrl);
 }
 
@@ -121,18 +143,23 @@ export async function verifyEmail(deps: AuthDeps, token: string): Promise<Messag
 }
 
 /**
- * Mails a new verification link when an unverified account has this address. The mail goes out
- * after the answer, so neither the body nor the timing tells whether the account exists.
+ * Mails a new verification link when an unverified account has this address, within the address's
+ * allowance of verification mails (earlier links stay valid). The mail goes out after the answer,
+ * so neither the body nor the timing tells whether the account exists, or whether it was mailed.
  */
 export async function requestVerification(deps: AuthDeps, email: string): Promise<Message> {
   const user = await findUserByEmail(deps.db, email);
-  if (user && !user.is_verified) void sendQuietly(deps, verificationMail(deps, user.email, user.id));
+  if (user && !user.is_verified) {
+    mailLater(deps, async () =>
+      (await deps.mailLimit.take('verification', user.email)) ? verificationMail(deps, user.email, user.id) : null,
+    );
+  }
   return { message: 'If an unverified account uses this address, a verification e-mail has been sent' };
 }
 
 /** Whom failed sign-ins count against: the user whichever name was typed, else the name as typed, ignoring case. */
 function accountOf(user: { id: number } | undefined, login: string): string {
-  return user ? `user:${user.id}` : `name:${digest(login.toLowerCase())}`;
+  return user ? userAccount(user.id) : `name:${digest(login.toLowerCase())}`;
 }
 
 /**
@@ -192,25 +219,55 @@ export async function logout(deps: AuthDeps, userId: number): Promise<void> {
 }
 
 /**
- * Mails a reset link when an account has this address; only the newest link works. The token is
- * stored and mailed after the answer, so neither body nor timing reveals whether the account exists.
+ * Mails a reset link when an account has this address, within the address's allowance of reset
+ * mails: the live link again while there is one, so a flood of requests never voids the link in the
+ * owner's mailbox. Everything happens after the answer, so neither body nor timing reveals whether
+ * the account exists, or whether a mail was sent.
  */
 export async function forgotPassword(deps: AuthDeps, email: string): Promise<Message> {
   const user = await findUserByEmail(deps.db, email);
-  if (user) void issueResetToken(deps, user.id, user.email);
+  if (user) {
+    mailLater(deps, async () => {
+      if (!(await deps.mailLimit.take('reset', user.email))) return null;
+      const reset = await liveResetToken(deps, user.id);
+      return reset && resetMail(deps, user.email, reset);
+    });
+  }
   return { message: 'If an account uses this address, a password-reset e-mail has been sent' };
 }
 
-/** Stores the new reset token, superseding earlier ones, and mails its link; failures are logged. */
-async function issueResetToken(deps: AuthDeps, userId: number, email: string): Promise<void> {
-  const token = deps.tokens.sign(userId, 'reset', deps.config.resetTokenTtl);
-  try {
-    await setResetTokenHash(deps.db, userId, digest(token));
-  } catch (err) {
-    deps.log.warn({ err, userId }, 'reset token could not be stored');
-    return;
+interface LiveResetToken {
+  token: string;
+  expiresAt: Date;
+}
+
+/** The reset token with its expiry, or null once it has expired. */
+function unexpired(deps: AuthDeps, token: string): LiveResetToken | null {
+  const claims = deps.tokens.verify(token, 'reset');
+  return claims && { token, expiresAt: new Date(claims.exp * 1000) };
+}
+
+/**
+ * The user's unused, unexpired reset token, signed again from its stored jti (the same token, so
+ * the same link); else a new one, stored. Null when the user is gone.
+ */
+async function liveResetToken(deps: AuthDeps, userId: number): Promise<LiveResetToken | null> {
+  const ttl = deps.config.resetTokenTtl;
+  // A second pass only when a concurrent request stored its token between the read and the write.
+  for (let pass = 0; pass < 2; pass++) {
+    const stored = await findResetToken(deps.db, userId);
+    if (!stored) return null;
+    if (stored.jti) {
+      const token = deps.tokens.sign(userId, 'reset', ttl, stored.jti);
+      const live = digest(token) === stored.hash ? unexpired(deps, token) : null;
+      if (live) return live;
+    }
+    const jti = uuidV7();
+    const token = deps.tokens.sign(userId, 'reset', ttl, jti);
+    if (await replaceResetToken(deps.db, userId, stored.jti, { hash: digest(token), jti })) return unexpired(deps, token);
   }
-  await sendQuietly(deps, resetMail(deps, email, token));
+  deps.log.warn({ userId }, 'reset token raced twice; no mail sent');
+  return null;
 }
 
 /** Sets a new password with the latest reset token, once; ends every earlier token of the user. */

@@ -18,6 +18,8 @@ export interface UsersTable {
   refresh_token_hash: string | null;
   /** SHA-256 of the latest password-reset token; null once used. */
   reset_token_hash: string | null;
+  /** That token's `jti`, from which the same token can be signed again (its issue time is the jti's); null once used. */
+  reset_token_jti: string | null;
 }
 
 export interface ContactsTable {

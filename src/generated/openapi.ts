@@ -14,7 +14,8 @@ export type paths = {
          * @description Creates an unverified user and e-mails a verification link
          *     (`PUBLIC_BASE_URL/api/auth/verify-email?token=...`, valid for 7 days). Username and e-mail
          *     are unique ignoring case. A mail failure never fails registration; the user can ask for
-         *     another link with `POST /api/auth/request-verification`.
+         *     another link with `POST /api/auth/request-verification`. This mail counts in the address's
+         *     allowance of verification mails (see there).
          *
          *     A taken username or e-mail is 409 and says which, as clients of this contract rely on; the
          *     username is named when both are taken. The password is hashed either way, so a 409 takes as
@@ -61,7 +62,10 @@ export type paths = {
         /**
          * Send the verification e-mail again
          * @description E-mails a new verification link when an unverified account has this address. The answer is
-         *     the same whether or not such an account exists, so it reveals nothing.
+         *     the same whether or not such an account exists, so it reveals nothing. Links mailed before
+         *     stay valid. One address gets at most 3 verification mails an hour, the registration's
+         *     included (`MAIL_PER_RECIPIENT_PER_HOUR`), whoever asks and from wherever; past that the
+         *     answer is the same 202 and nothing is sent.
          */
         post: operations["requestVerification"];
         delete?: never;
@@ -86,14 +90,17 @@ export type paths = {
          *     with the right password is 403. An unknown user takes as long as a wrong password.
          *     A multipart body carries only these two fields: a file part or extra fields are 422.
          *
-         *     Guessing is bounded twice. Per client address, 5 password operations a minute (see Rate
-         *     limits). Per account (a user, whether named by username or e-mail; for an unknown name, the
-         *     name), after 10 wrong passwords within 15 minutes of the first (`SIGN_IN_ACCOUNT_FAILURES`,
-         *     `SIGN_IN_FAILURE_WINDOW_S`), each address that sent one of them gets 429 for that account
-         *     until the 15 minutes are over, without its password being checked. An address with no wrong
-         *     password for the account is still checked: a flood from elsewhere cannot lock the owner out,
-         *     and it costs the attacker one address per further guess. A reset of the password clears the
-         *     account's count. Unknown names are counted alike, so the 429 tells nothing about existence.
+         *     Guessing is bounded twice. Per client address, 20 requests a minute without a token, logins
+         *     included (see Rate limits): 20 wrong logins are 401 twenty times, the 21st is 429. Per account
+         *     (a user, whether named by username or e-mail; for an unknown name, the name), once it has had
+         *     20 wrong passwords within 15 minutes of the first (`SIGN_IN_ACCOUNT_FAILURES`,
+         *     `SIGN_IN_FAILURE_WINDOW_S`), each address that sent 5 of them (`SIGN_IN_ADDRESS_FAILURES`)
+         *     gets 429 `Too many failed sign-ins for this account from this address, retry in N seconds or
+         *     reset the password` (with `Retry-After`) for that account until the 15 minutes are over,
+         *     without its password being checked. An address with fewer is still checked: a flood from
+         *     elsewhere plus a typo or two of the owner's cannot lock the owner out, and each further
+         *     address buys the attacker 5 guesses. A reset of the password clears the account's count.
+         *     Unknown names are counted alike, so the 429 tells nothing about existence.
          *     Password checks wait in one queue per instance that serves client addresses in turn, the
          *     least served first (`PASSWORD_QUEUE_LIMIT`, `PASSWORD_QUEUE_PER_CLIENT`).
          */
@@ -156,8 +163,13 @@ export type paths = {
         put?: never;
         /**
          * Ask for a password-reset e-mail
-         * @description E-mails a link to `PUBLIC_BASE_URL/reset-password?token=...` (valid 15 minutes, usable once)
-         *     when an account has this address. The answer is the same whether or not it exists.
+         * @description E-mails a link to `PUBLIC_BASE_URL/reset-password?token=...` (valid 15 minutes from when it
+         *     was first mailed, usable once) when an account has this address. The answer is the same
+         *     whether or not it exists. While a link is unused and unexpired, another request mails that
+         *     same link again (the mail says until when it works), so requests from others never void the
+         *     link in the owner's mailbox; once it is used or expired, the next request mails a new one.
+         *     One address gets at most 3 reset mails an hour (`MAIL_PER_RECIPIENT_PER_HOUR`), whoever
+         *     asks and from wherever; past that the answer is the same 202 and nothing is sent.
          */
         post: operations["forgotPassword"];
         delete?: never;
@@ -178,8 +190,8 @@ export type paths = {
         /**
          * Set a new password with a reset token
          * @description Sets the password, marks the e-mail verified, and ends every token of the user issued
-         *     before it (access and refresh tokens alike). A token works once; a used token, or one
-         *     superseded by a newer reset mail, is refused. The instance that answers refuses the old
+         *     before it (access and refresh tokens alike). A token works once: a used or expired one is
+         *     refused (a new link is mailed only once the previous one was used or has expired). The instance that answers refuses the old
          *     tokens before it answers; the others learn of the reset through Redis at once, or, when
          *     that message is lost, within 30 s (README, "Token checks"). It also clears the account's
          *     count of wrong passwords (see `POST /api/auth/login`).
@@ -264,7 +276,8 @@ export type paths = {
          * @description App passwords sign a CardDAV client in (`docs/carddav.md`): HTTP Basic on `/dav` with the
          *     username or e-mail address and one of these. Listed in `id` order, never with the password
          *     or its hash. `last_used_at` is null until the password first signs a `/dav` request in,
-         *     then the time of its latest use; it may lag by up to a minute.
+         *     then the time of its latest use; it may lag by up to a minute. A user has at most 50 (see
+         *     `POST`), so the listing holds at most 50 entries and is not paged.
          */
         get: operations["listAppPasswords"];
         put?: never;
@@ -273,6 +286,18 @@ export type paths = {
          * @description A random password of letters, digits and `-` (no `:`) with at least 128 bits of randomness,
          *     shown only in this answer: the service keeps a keyed hash (HMAC-SHA-256) of it. It signs in
          *     on `/dav` only (never on `/api`). A password reset revokes every app password of the user.
+         *
+         *     An access token alone does not make one: the request carries the account password
+         *     (`password`, the one login takes), so a token that leaked or outlived a logout cannot turn
+         *     into lasting access. A wrong password is 403 `Invalid password` and counts as a failed
+         *     sign-in of the account, as a wrong login does (the per-account limit of `POST
+         *     /api/auth/login`, whose 429 applies here too). The owner is mailed a notice naming the new
+         *     app password and when it was made (never the password itself).
+         *
+         *     Bounds: at most 50 app passwords per user (a device each; the 51st is 409 until one is
+         *     revoked), and 5 creations a minute per user (`RATE_LIMIT_APP_PASSWORD_PER_MIN`): each
+         *     checks a password hash. The bucket counts each request as it arrives (its 429 comes first,
+         *     as on every limited operation); then come 401, 422, the account's 429, 403 and 409.
          */
         post: operations["createAppPassword"];
         delete?: never;
@@ -827,6 +852,12 @@ export type components = {
              * @example Jane's phone
              */
             name: string;
+            /**
+             * Format: password
+             * @description The account password (the one login takes), checked as login checks it.
+             * @example correct-horse-battery
+             */
+            password: string;
         };
         AppPassword: {
             /**
@@ -1149,8 +1180,8 @@ export type components = {
         };
         /**
          * @description The service cannot answer now and the request changed nothing: the database is not
-         *     reachable, or (register, login, reset) too many password hashes are already queued, or
-         *     already queued for this client address (`PASSWORD_QUEUE_PER_CLIENT`).
+         *     reachable, or (register, login, reset, app password creation) too many password hashes are
+         *     already queued, or already queued for this client address (`PASSWORD_QUEUE_PER_CLIENT`).
          *     Retry after `Retry-After` seconds.
          */
         ServiceUnavailable: {
@@ -1644,7 +1675,7 @@ export interface operations {
                     "application/json": components["schemas"]["Message"];
                 };
             };
-            /** @description Malformed JSON, or a reset token that is invalid, expired, used or superseded. */
+            /** @description Malformed JSON, or a reset token that is invalid, expired or used. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1861,6 +1892,9 @@ export interface operations {
             201: {
                 headers: {
                     Location: components["headers"]["Location"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1869,10 +1903,54 @@ export interface operations {
             };
             400: components["responses"]["MalformedJson"];
             401: components["responses"]["NotAuthenticated"];
+            /** @description `password` is not the account password. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Invalid password"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The user already has 50 app passwords; revoke one first. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Too many app passwords (at most 50); revoke one first"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationError"];
-            429: components["responses"]["TooManyRequests"];
+            /**
+             * @description The user's bucket of creations is full (`Rate limit exceeded, retry in N seconds`, with
+             *     the `X-RateLimit-*` headers), or the account has had too many wrong passwords from this
+             *     address (as on `POST /api/auth/login`).
+             */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

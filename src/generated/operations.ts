@@ -1734,7 +1734,10 @@ export const operationTable = {
     "method": "POST",
     "url": "/api/users/me/app-passwords",
     "secured": true,
-    "rateLimit": null,
+    "rateLimit": {
+      "scope": "per-user",
+      "bucket": "app-password"
+    },
     "cacheTtl": null,
     "weakEtag": false,
     "requestContentTypes": [
@@ -1753,7 +1756,8 @@ export const operationTable = {
       "body": {
         "type": "object",
         "required": [
-          "name"
+          "name",
+          "password"
         ],
         "additionalProperties": false,
         "properties": {
@@ -1761,6 +1765,12 @@ export const operationTable = {
             "type": "string",
             "minLength": 1,
             "maxLength": 100
+          },
+          "password": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1024,
+            "format": "password"
           }
         }
       },
@@ -1806,6 +1816,30 @@ export const operationTable = {
           }
         },
         "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "403": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "409": {
           "type": "object",
           "required": [
             "detail"
@@ -4514,7 +4548,7 @@ export interface SuccessHeaders {
   putAvatar: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   deleteAvatar: { 204: {  } };
   listAppPasswords: { 200: {  } };
-  createAppPassword: { 201: { "Location": components['headers']["Location"] } };
+  createAppPassword: { 201: { "Location": components['headers']["Location"]; "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   deleteAppPassword: { 204: {  } };
   getAvatar: { 200: { "Cache-Control": string } };
   listContacts: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };

@@ -173,13 +173,16 @@ export const schemaFields = {
   },
   "AppPasswordRequest": {
     "properties": [
-      "name"
+      "name",
+      "password"
     ],
     "writable": [
-      "name"
+      "name",
+      "password"
     ],
     "kinds": {
-      "name": "text"
+      "name": "text",
+      "password": "text"
     },
     "filters": {},
     "sortable": [],

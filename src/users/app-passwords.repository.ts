@@ -10,18 +10,34 @@ export interface AppPasswordRow {
   last_used_at: Date | null;
 }
 
-/** Stores a new app password of `userId` by its keyed hash. */
+/**
+ * Stores a new app password of `userId` by its keyed hash, if the user's password is still
+ * `checkedPasswordHash` (the one the request proved) and the user has fewer than `max`. The user's
+ * row is locked meanwhile, so concurrent creations count one after another, and a password reset
+ * (which deletes every app password under the same lock) comes wholly before or after.
+ */
 export async function insertAppPassword(
   db: Kysely<Database>,
   userId: number,
-  name: string,
-  secretHash: Uint8Array,
-): Promise<AppPasswordRow> {
-  return db
-    .insertInto('app_passwords')
-    .values({ user_id: userId, name, secret_hash: secretHash })
-    .returning(LISTED)
-    .executeTakeFirstOrThrow();
+  checkedPasswordHash: string,
+  max: number,
+  password: { name: string; secretHash: Uint8Array },
+): Promise<AppPasswordRow | 'password changed' | 'full'> {
+  return db.transaction().execute(async (trx) => {
+    const user = await trx.selectFrom('users').select('password_hash').where('id', '=', userId).forUpdate().executeTakeFirst();
+    if (user?.password_hash !== checkedPasswordHash) return 'password changed';
+    const { count } = await trx
+      .selectFrom('app_passwords')
+      .select((eb) => eb.fn.countAll<string>().as('count'))
+      .where('user_id', '=', userId)
+      .executeTakeFirstOrThrow();
+    if (Number(count) >= max) return 'full';
+    return trx
+      .insertInto('app_passwords')
+      .values({ user_id: userId, name: password.name, secret_hash: password.secretHash })
+      .returning(LISTED)
+      .executeTakeFirstOrThrow();
+  });
 }
 
 /** The user's app passwords in id order. */

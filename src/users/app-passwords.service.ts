@@ -1,14 +1,21 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { NotFound } from '../../plugins/http/errors.js';
+import { Conflict, Forbidden, NotFound, Unauthorized } from '../../plugins/http/errors.js';
+import type { MailMessage } from '../../plugins/mail.js';
+import { userAccount } from '../../plugins/sign-in-throttle.js';
 import type { components } from '../generated/openapi.js';
 import * as repository from './app-passwords.repository.js';
+import { findUserById } from './users.repository.js';
 
 type AppPassword = components['schemas']['AppPassword'];
 type AppPasswordCreated = components['schemas']['AppPasswordCreated'];
 
 /** What app passwords need from the app. */
-export type AppPasswordDeps = Pick<FastifyInstance, 'db' | 'config' | 'now'>;
+export type AppPasswordDeps = Pick<FastifyInstance, 'db' | 'config' | 'now' | 'passwords' | 'signInThrottle' | 'mail' | 'log'>;
+
+/** App passwords one user may have (openapi.yaml): one per device, and a bounded listing. */
+const MAX_APP_PASSWORDS = 50;
+const INVALID_PASSWORD = 'Invalid password';
 
 /** A use is recorded at most this often, so a syncing client does not write on every request. */
 export const LAST_USED_RESOLUTION_MS = 60_000;
@@ -47,11 +54,52 @@ function listed(row: repository.AppPasswordRow): AppPassword {
   return { id: row.id, name: row.name, created_at: row.created_at.toISOString(), last_used_at: row.last_used_at?.toISOString() ?? null };
 }
 
-/** Makes an app password for the user; the password is in this answer only. */
-export async function createAppPassword(deps: AppPasswordDeps, userId: number, name: string): Promise<AppPasswordCreated> {
+/** The owner's notice of a new app password: its name and when, never the password. */
+function noticeMail(to: string, username: string, created: AppPasswordCreated): MailMessage {
+  return {
+    to,
+    subject: 'A new app password was created',
+    text:
+      `An app password named "${created.name}" was created for your account ${username} at ${created.created_at} (UTC). ` +
+      `It signs a CardDAV client (a phone or desktop address book) in to your contacts.\n\n` +
+      `If this was not you, someone knows your password: reset it now, which revokes every app password.\n`,
+  };
+}
+
+/**
+ * Makes an app password for the user, who proves the account password first (a wrong one counts
+ * as a failed sign-in of the account, as at login), and mails the owner a notice. The password is
+ * in this answer only. `client` is the address as the password limits count it.
+ */
+export async function createAppPassword(
+  deps: AppPasswordDeps,
+  userId: number,
+  input: { name: string; password: string },
+  client: string,
+): Promise<AppPasswordCreated> {
+  const user = await findUserById(deps.db, userId);
+  if (!user) throw new Unauthorized();
+  const account = userAccount(userId);
+  await deps.signInThrottle.check(account, client);
+  if (!(await deps.passwords.verify(input.password, user.password_hash, client)).ok) {
+    await deps.signInThrottle.failed(account, client);
+    throw new Forbidden(INVALID_PASSWORD);
+  }
   const password = newPassword();
-  const row = await repository.insertAppPassword(deps.db, userId, name, appPasswordHash(deps.config.jwtSecret, password));
-  return { id: row.id, name: row.name, password, created_at: row.created_at.toISOString() };
+  const row = await repository.insertAppPassword(deps.db, userId, user.password_hash, MAX_APP_PASSWORDS, {
+    name: input.name,
+    secretHash: appPasswordHash(deps.config.jwtSecret, password),
+  });
+  // Changed since it was checked: the password sent is no longer the account's.
+  if (row === 'password changed') throw new Forbidden(INVALID_PASSWORD);
+  if (row === 'full') throw new Conflict(`Too many app passwords (at most ${MAX_APP_PASSWORDS}); revoke one first`);
+  const created = { id: row.id, name: row.name, password, created_at: row.created_at.toISOString() };
+  deps.mail.later(() =>
+    deps.mail.send(noticeMail(user.email, user.username, created)).catch((err: unknown) => {
+      deps.log.warn({ err, userId }, 'app password notice could not be sent');
+    }),
+  );
+  return created;
 }
 
 /** The user's app passwords, without the passwords. */

@@ -1,3 +1,4 @@
+import { clientOf } from '../../plugins/rate-limit.js';
 import type { OperationHandlers } from '../operation-types.js';
 import * as appPasswords from './app-passwords.service.js';
 import * as users from './users.service.js';
@@ -13,7 +14,7 @@ export const usersHandlers = {
   },
 
   async createAppPassword(request) {
-    const created = await appPasswords.createAppPassword(request.server, request.userId, request.body.name);
+    const created = await appPasswords.createAppPassword(request.server, request.userId, request.body, clientOf(request));
     return { status: 201, body: created, headers: { Location: `/api/users/me/app-passwords/${created.id}` } };
   },
 

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { smtpCapture } from '../helper.js';
 import { completePasswordReset, storeLoginRefreshToken } from '../../src/auth/auth.repository.js';
-import { bearer, buildAccountsApp, credentials, login, loggedInUser, register } from './accounts.js';
+import { bearer, buildAccountsApp, credentials, decodeClaims, login, loggedInUser, register } from './accounts.js';
 
 const FORGOT_ANSWER = { message: 'If an account uses this address, a password-reset e-mail has been sent' };
 const BAD_RESET = { detail: 'Invalid or expired reset token' };
@@ -96,20 +96,45 @@ t.test('a reset sets the password, verifies the e-mail and ends every earlier to
   t.equal((await login(app, session.username, NEW_PASSWORD)).statusCode, 200, 'the used token changed nothing');
 });
 
-t.test('only the newest reset link works', async (t) => {
+t.test('while a link lives, another request mails the same link; once it is used, a new one', async (t) => {
   const mailbox = await smtpCapture(t);
   const app = await buildAccountsApp(t, { env: { SMTP_URL: mailbox.url } });
   const session = await loggedInUser(app);
   await mailbox.next();
   await forgot(app, session.email);
-  const first = tokenOf(t, (await mailbox.next()).link);
+  const mail = await mailbox.next();
+  const first = tokenOf(t, mail.link);
+  const exp = decodeClaims(first).exp as number;
+  t.equal(exp - (decodeClaims(first).iat as number), 900, 'it lives 15 minutes');
+  const until = new Date(exp * 1000).toISOString().slice(0, 16).replace('T', ' ');
+  const text = mail.raw.replace(/=\r?\n/g, '');
+  t.ok(text.includes(`The link works once, until ${until} UTC.`), `the mail says until when (${until} UTC)`);
+  await forgot(app, session.email);
+  t.equal(tokenOf(t, (await mailbox.next()).link), first, 'the same link again: the first one still works');
+
+  t.equal((await reset(app, first)).statusCode, 200);
   await forgot(app, session.email);
   const second = tokenOf(t, (await mailbox.next()).link);
+  t.not(second, first, 'a used link is not mailed again');
+  const used = await reset(app, first, 'yet-another-password');
+  t.equal(used.statusCode, 400);
+  t.same(used.json(), BAD_RESET);
+  t.equal((await reset(app, second, 'yet-another-password')).statusCode, 200);
+});
 
-  const superseded = await reset(app, first);
-  t.equal(superseded.statusCode, 400);
-  t.same(superseded.json(), BAD_RESET);
-  t.equal((await reset(app, second)).statusCode, 200);
+t.test('once a link has expired, a request mails a new one', async (t) => {
+  const mailbox = await smtpCapture(t);
+  const app = await buildAccountsApp(t, { env: { SMTP_URL: mailbox.url, RESET_TOKEN_TTL: '1' } });
+  const session = await loggedInUser(app);
+  await mailbox.next();
+  await forgot(app, session.email);
+  const first = tokenOf(t, (await mailbox.next()).link);
+  await new Promise((resolve) => setTimeout(resolve, 2100));
+  await forgot(app, session.email);
+  const second = tokenOf(t, (await mailbox.next()).link);
+  t.not(second, first);
+  const stored = await app.db.selectFrom('users').select('reset_token_jti').where('id', '=', session.id).executeTakeFirstOrThrow();
+  t.equal(stored.reset_token_jti, decodeClaims(second).jti, 'the new one is the pending token');
 });
 
 t.test('a reset verifies an unverified account', async (t) => {
@@ -132,10 +157,10 @@ t.test('a reset verifies an unverified account', async (t) => {
   t.equal((await login(app, creds.username, NEW_PASSWORD)).statusCode, 200);
   const after = await app.db
     .selectFrom('users')
-    .select(['is_verified', 'reset_token_hash'])
+    .select(['is_verified', 'reset_token_hash', 'reset_token_jti'])
     .where('id', '=', row.id)
     .executeTakeFirstOrThrow();
-  t.same(after, { is_verified: true, reset_token_hash: null });
+  t.same(after, { is_verified: true, reset_token_hash: null, reset_token_jti: null });
 });
 
 t.test('bad reset tokens and passwords', async (t) => {

@@ -6,7 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
-import { build, smtpCapture } from '../helper.js';
+import { build, DEFAULT_LIMITS, smtpCapture } from '../helper.js';
 import { formBody, verifiedUser } from './accounts.js';
 
 const A = '203.0.113.1';
@@ -28,9 +28,9 @@ function throttled(t: Test, res: LightMyRequestResponse, label: string) {
 }
 
 t.test(
-  'after SIGN_IN_ACCOUNT_FAILURES wrong passwords, the addresses they came from are refused for that account; others are still checked',
+  'after SIGN_IN_ACCOUNT_FAILURES wrong passwords, an address that sent SIGN_IN_ADDRESS_FAILURES of them is refused for that account; others are still checked',
   async (t) => {
-    const app = await build(t, { env: { SIGN_IN_ACCOUNT_FAILURES: '3' } });
+    const app = await build(t, { env: { SIGN_IN_ACCOUNT_FAILURES: '3', SIGN_IN_ADDRESS_FAILURES: '2' } });
     const user = await verifiedUser(app);
     // The account is the user, whichever name is typed.
     for (const name of [user.username, user.email.toUpperCase(), user.username]) {
@@ -39,9 +39,10 @@ t.test(
     throttled(t, await loginFrom(app, A, user.username, 'wrong-password'), 'the next guess from A');
     throttled(t, await loginFrom(app, A, user.email, user.password), 'even the right password from A');
 
-    const owner = await loginFrom(app, B, user.username, user.password);
-    t.equal(owner.statusCode, 200, 'the owner, from an address with no failures, signs in');
     t.equal((await loginFrom(app, B, user.username, 'wrong-password')).statusCode, 401, 'a wrong guess from B is checked');
+    const owner = await loginFrom(app, B, user.username, user.password);
+    t.equal(owner.statusCode, 200, 'the owner, from an address with one failure of its own, signs in');
+    t.equal((await loginFrom(app, B, user.username, 'wrong-password')).statusCode, 401, 'a second wrong guess from B is checked');
     throttled(t, await loginFrom(app, B, user.username, user.password), 'then B is refused too');
 
     const other = await verifiedUser(app);
@@ -49,8 +50,25 @@ t.test(
   },
 );
 
+t.test("production defaults: a flood from elsewhere and the owner's own typos lock the owner out only at the fifth", async (t) => {
+  const app = await build(t, { env: DEFAULT_LIMITS });
+  const user = await verifiedUser(app);
+  // 20 wrong passwords (SIGN_IN_ACCOUNT_FAILURES), 5 from each of four addresses: each is then refused.
+  for (let i = 0; i < 20; i++) {
+    t.equal((await loginFrom(app, `192.0.2.${10 + (i % 4)}`, user.username, 'wrong-password')).statusCode, 401, `guess ${i + 1}`);
+  }
+  throttled(t, await loginFrom(app, '192.0.2.10', user.username, 'wrong-password'), 'an attacking address');
+  // The owner mistypes once: before, that alone locked the owner's address for 900 s.
+  t.equal((await loginFrom(app, A, user.username, 'typo-password')).statusCode, 401, "the owner's typo is checked");
+  t.equal((await loginFrom(app, A, user.username, user.password)).statusCode, 200, 'and the right password then signs in');
+  for (let i = 2; i <= 4; i++) t.equal((await loginFrom(app, A, user.username, 'typo-password')).statusCode, 401, `typo ${i}`);
+  t.equal((await loginFrom(app, A, user.username, user.password)).statusCode, 200, 'four typos still sign in');
+  t.equal((await loginFrom(app, A, user.username, 'typo-password')).statusCode, 401, 'typo 5');
+  throttled(t, await loginFrom(app, A, user.username, user.password), 'the fifth locks the address (SIGN_IN_ADDRESS_FAILURES)');
+});
+
 t.test('unknown names are counted alike, so a 429 says nothing about existence', async (t) => {
-  const app = await build(t, { env: { SIGN_IN_ACCOUNT_FAILURES: '2' } });
+  const app = await build(t, { env: { SIGN_IN_ACCOUNT_FAILURES: '2', SIGN_IN_ADDRESS_FAILURES: '2' } });
   for (let i = 0; i < 2; i++) t.equal((await loginFrom(app, A, 'Nobody_Here', 'wrong-password')).statusCode, 401);
   throttled(t, await loginFrom(app, A, 'nobody_here', 'wrong-password'), 'the name ignoring case');
   t.equal((await loginFrom(app, B, 'nobody_here', 'wrong-password')).statusCode, 401);
@@ -58,7 +76,7 @@ t.test('unknown names are counted alike, so a 429 says nothing about existence',
 
 t.test("a password reset clears the account's failures", async (t) => {
   const mailbox = await smtpCapture(t);
-  const app = await build(t, { env: { SIGN_IN_ACCOUNT_FAILURES: '2', SMTP_URL: mailbox.url } });
+  const app = await build(t, { env: { SIGN_IN_ACCOUNT_FAILURES: '2', SIGN_IN_ADDRESS_FAILURES: '2', SMTP_URL: mailbox.url } });
   const user = await verifiedUser(app);
   await mailbox.next(); // the registration mail
   for (let i = 0; i < 2; i++) t.equal((await loginFrom(app, A, user.username, 'wrong-password')).statusCode, 401);
@@ -97,11 +115,7 @@ t.test('a correct login is answered within 2 s while 20 addresses flood the same
   const app = await build(t, {
     env: {
       BCRYPT_COST: '8',
-      RATE_LIMIT_PASSWORD_PER_MIN: '5',
-      RATE_LIMIT_ANON_PER_MIN: '20',
-      SIGN_IN_ACCOUNT_FAILURES: '10',
-      PASSWORD_QUEUE_LIMIT: '64',
-      PASSWORD_QUEUE_PER_CLIENT: '4',
+      ...DEFAULT_LIMITS,
     },
   });
   const user = await verifiedUser(app);

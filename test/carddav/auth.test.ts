@@ -21,11 +21,23 @@ let clock = NOW;
 const mailbox = await smtpCapture(t);
 const env = { ...(await testEnv(t)), SMTP_URL: mailbox.url, RATE_LIMIT_ANON_PER_MIN: '100000' };
 const app = await buildAccountsApp(t, { env, now: () => clock });
+/** The next mail with this subject; the notices of new app passwords in between are passed over. */
+async function nextMail(subject: string) {
+  for (;;) {
+    const mail = await mailbox.next();
+    if (mail.raw.split(/\r?\n/).includes(`Subject: ${subject}`)) return mail;
+  }
+}
 const session = await loggedInUser(app, { email: 'Jane.Doe@Example.com' });
-await mailbox.next();
+await nextMail('Verify your e-mail address');
 
-const makePassword = (name: string, token = session.accessToken) =>
-  app.inject({ method: 'POST', url: '/api/users/me/app-passwords', headers: bearer(token), payload: { name } });
+const makePassword = (name: string, user: Pick<typeof session, 'accessToken' | 'password'> = session) =>
+  app.inject({
+    method: 'POST',
+    url: '/api/users/me/app-passwords',
+    headers: bearer(user.accessToken),
+    payload: { name, password: user.password },
+  });
 const propfind = (authorization?: string) =>
   app.inject({ method: 'PROPFIND' as 'GET', url: '/dav/', headers: { depth: '0', ...(authorization ? { authorization } : {}) } });
 
@@ -70,7 +82,7 @@ t.test('the name must be 1 to 100 characters after trimming', async (t) => {
     method: 'POST',
     url: '/api/users/me/app-passwords',
     headers: bearer(session.accessToken),
-    payload: {},
+    payload: { password: session.password },
   });
   t.equal(missing.statusCode, 422);
   t.strictSame(missing.json(), { detail: 'body/name is required' });
@@ -187,7 +199,7 @@ t.test('last_used_at is null until the first use, then the time of the latest us
 t.test("DELETE revokes at once; another user's or an unknown id is 404", async (t) => {
   const created = (await makePassword('revoked')).json();
   const other = await loggedInUser(app);
-  await mailbox.next();
+  await nextMail('Verify your e-mail address');
   const theirs = await app.inject({
     method: 'DELETE',
     url: `/api/users/me/app-passwords/${created.id}`,
@@ -231,11 +243,11 @@ t.test(
 
 t.test('a password reset revokes every app password of the user', async (t) => {
   const user = await loggedInUser(app);
-  await mailbox.next();
-  const created = (await makePassword('before reset', user.accessToken)).json();
+  await nextMail('Verify your e-mail address');
+  const created = (await makePassword('before reset', user)).json();
   t.equal((await propfind(basicAuth(user.username, created.password))).statusCode, 207);
   await app.inject({ method: 'POST', url: '/api/auth/forgot-password', payload: { email: user.email } });
-  const token = new URL((await mailbox.next()).link!).searchParams.get('token')!;
+  const token = new URL((await nextMail('Reset your password')).link!).searchParams.get('token')!;
   const reset = await app.inject({ method: 'POST', url: '/api/auth/reset-password', payload: { token, password: 'a-new-password-1' } });
   t.equal(reset.statusCode, 200);
   t.equal((await propfind(basicAuth(user.username, created.password))).statusCode, 401);
@@ -257,7 +269,7 @@ t.test(
         method: 'POST',
         url: '/api/users/me/app-passwords',
         headers: bearer(user.accessToken),
-        payload: { name: 'x' },
+        payload: { name: 'x', password: user.password },
       })
     ).json();
     const send = (authorization?: string) =>

@@ -9,15 +9,23 @@ export interface DavUser extends TestUser {
   basic: string;
 }
 
-/** A verified user with one app password made over REST. */
+/** The account password of every davUser. */
+const DAV_ACCOUNT_PASSWORD = 'correct-horse-battery';
+
+/** A verified user with one app password made over REST (which takes the account password). */
 export async function davUser(app: FastifyInstance): Promise<DavUser> {
   const user = await createUser(app);
-  const { username } = await app.db.selectFrom('users').select('username').where('id', '=', user.id).executeTakeFirstOrThrow();
+  const { username } = await app.db
+    .updateTable('users')
+    .set({ password_hash: await app.passwords.hash(DAV_ACCOUNT_PASSWORD, 'test') })
+    .where('id', '=', user.id)
+    .returning('username')
+    .executeTakeFirstOrThrow();
   const res = await app.inject({
     method: 'POST',
     url: '/api/users/me/app-passwords',
     headers: { authorization: `Bearer ${user.token}` },
-    payload: { name: 'test device' },
+    payload: { name: 'test device', password: DAV_ACCOUNT_PASSWORD },
   });
   if (res.statusCode !== 201) throw new Error(`app password: ${res.statusCode} ${res.body}`);
   const appPassword = res.json<{ password: string }>().password;

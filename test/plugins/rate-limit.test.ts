@@ -54,7 +54,7 @@ const anonymousRequests: InjectOptions[] = [
   { method: 'GET', url: '/api/no-such-route' },
 ];
 
-t.test('anonymous: 20 a minute per address, one bucket shared by every /api route but the password operations', async (t) => {
+t.test('anonymous: 20 a minute per address, one bucket shared by every /api route', async (t) => {
   const app = await build(t);
   const user = await userWithToken(app, 'limited_user');
   for (let i = 0; i < 20; i++) {
@@ -153,13 +153,14 @@ t.test('without TRUST_PROXY, X-Forwarded-For is ignored', async (t) => {
   limited(t, await app.inject({ ...anonymousRequests[1]!, headers: { 'x-forwarded-for': '203.0.113.99' } }), 3);
 });
 
-t.test('IPv6 clients are counted per /64', async (t) => {
-  const app = await build(t, { env: { RATE_LIMIT_ANON_PER_MIN: '2' } });
-  const from = (remoteAddress: string) => app.inject({ ...anonymousRequests[1]!, remoteAddress });
-  counted(t, await from('2001:db8:0:1::1'), 2, 1, 'first address');
-  counted(t, await from('2001:db8:0:1::2'), 2, 0, 'same /64');
-  limited(t, await from('2001:db8:0:1:ffff::3'), 2);
-  counted(t, await from('2001:db8:0:2::1'), 2, 1, 'another /64');
+t.test('IPv6 clients are counted per /56, behind a proxy too', async (t) => {
+  const app = await build(t, { env: { RATE_LIMIT_ANON_PER_MIN: '3', TRUST_PROXY: 'loopback' } });
+  const from = (address: string) => app.inject({ ...anonymousRequests[1]!, headers: { 'x-forwarded-for': address } });
+  counted(t, await from('2001:db8:0:100::1'), 3, 2, 'first address');
+  counted(t, await from('2001:db8:0:1ff:ffff::2'), 3, 1, 'another /64 of the same /56');
+  counted(t, await from('2001:db8:0:1aa::3'), 3, 0, 'a third /64 of it');
+  limited(t, await from('2001:db8:0:101:1:2:3:4'), 3);
+  counted(t, await from('2001:db8:0:200::1'), 3, 2, 'another /56');
 });
 
 t.test('CORS preflights are not counted', async (t) => {
@@ -230,20 +231,26 @@ t.test('a percent-encoded path counts like the path it routes to', async (t) => 
     t.equal(res.statusCode, 401);
   }
   limited(t, await app.inject({ method: 'POST', url: '/%61pi/auth/login', ...login }), 2);
-  for (const url of ['/%61pi/no-such-route', '/api/no-such-route']) t.equal((await app.inject({ method: 'GET', url })).statusCode, 404);
-  limited(t, await app.inject({ method: 'GET', url: '/%61pi/no-such-route' }), 2);
+  // Logins spent the anonymous bucket of 127.0.0.1 as well: another address.
+  const remoteAddress = '203.0.113.5';
+  for (const url of ['/%61pi/no-such-route', '/api/no-such-route'])
+    t.equal((await app.inject({ method: 'GET', url, remoteAddress })).statusCode, 404);
+  limited(t, await app.inject({ method: 'GET', url: '/%61pi/no-such-route', remoteAddress }), 2);
 });
 
-t.test('register, login and reset-password: a bucket of their own per address, IPv6 per /56', async (t) => {
+t.test('register, login and reset-password: in the anonymous bucket, and in a bucket of their own per address', async (t) => {
   const app = await build(t, { env: { RATE_LIMIT_PASSWORD_PER_MIN: '3', RATE_LIMIT_ANON_PER_MIN: '5' } });
   const passwordRequests: InjectOptions[] = [
     { method: 'POST', url: '/api/auth/login', ...login },
     { method: 'POST', url: '/api/auth/register', payload: {} },
     { method: 'POST', url: '/api/auth/reset-password', payload: { token: 'nope', password: 'long-enough-1' } },
   ];
+  // The headers tell of the bucket with the fewest left: here the password bucket.
   for (const [i, request] of passwordRequests.entries()) counted(t, await app.inject(request), 3, 2 - i, `${request.url}`);
   limited(t, await app.inject(passwordRequests[0]!), 3);
-  counted(t, await app.inject(anonymousRequests[1]!), 5, 4, 'the anonymous bucket is untouched');
+  // Four of the anonymous bucket's five are gone (the refused login counted there first).
+  counted(t, await app.inject(anonymousRequests[1]!), 5, 0, 'the anonymous bucket counted them');
+  limited(t, await app.inject(anonymousRequests[1]!), 5);
 
   const from = (remoteAddress: string) => app.inject({ ...passwordRequests[0]!, remoteAddress });
   counted(t, await from('2001:db8:0:100::1'), 3, 2, 'first address');
@@ -251,4 +258,18 @@ t.test('register, login and reset-password: a bucket of their own per address, I
   counted(t, await from('2001:db8:0:1aa::3'), 3, 0, 'same /56');
   limited(t, await from('2001:db8:0:101::4'), 3);
   counted(t, await from('2001:db8:0:200::1'), 3, 2, 'another /56');
+
+  // From an address whose anonymous bucket has fewer left, that bucket's headers and its 429.
+  const remoteAddress = '203.0.113.77';
+  const rateLimited = async () => (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  const before = await rateLimited();
+  for (let i = 0; i < 3; i++) counted(t, await app.inject({ ...anonymousRequests[1]!, remoteAddress }), 5, 4 - i, `anonymous ${i + 1}`);
+  counted(t, await app.inject({ ...passwordRequests[0]!, remoteAddress }), 5, 1, 'a login: the anonymous bucket has fewer left');
+  counted(t, await app.inject({ ...passwordRequests[0]!, remoteAddress }), 5, 0, 'another');
+  limited(t, await app.inject({ ...passwordRequests[0]!, remoteAddress }), 5);
+  const count = (body: string, limit: string) =>
+    Number(new RegExp(`contacts_rate_limited_total\\{limit="${limit}"\\} (\\d+)`).exec(body)![1]);
+  const after = await rateLimited();
+  t.equal(count(after, 'anonymous') - count(before, 'anonymous'), 1, 'counted as an anonymous 429');
+  t.equal(count(after, 'password') - count(before, 'password'), 0, 'not as a password one');
 });
