@@ -120,25 +120,14 @@ export default fp<AuthOptions>(
     if (soleInstance) memory.setTrusted(true);
     const channel = `${app.config.redisKeyPrefix}token-cut-offs`;
     const publisher = app.redisClient;
-    if (publisher && !soleInstance) {
-      // A subscribed connection can issue no other command, so it is a second one.
-      const subscriber = publisher.duplicate();
-      subscriber.on('error', () => memory.setTrusted(false));
-      subscriber.on('close', () => memory.setTrusted(false));
-      subscriber.on('message', (_channel: string, userId: string) => memory.forget(Number(userId)));
-      const subscribe = () =>
-        subscriber.subscribe(channel).then(
-          () => memory.setTrusted(true),
-          () => memory.setTrusted(false),
-        );
-      app.addHook('onClose', async () => subscriber.disconnect());
-      // Subscribes on the first connection, then again on every reconnection.
-      const connecting = subscriber
-        .connect()
-        .then(subscribe, () => {})
-        .finally(() => subscriber.on('ready', () => void subscribe()));
+    if (publisher && app.redisSubscribe && !soleInstance) {
+      const subscribed = app.redisSubscribe(channel, {
+        message: (userId) => memory.forget(Number(userId)),
+        // Remembered cut-offs are trusted only while every change is heard.
+        listening: (yes) => memory.setTrusted(yes),
+      });
       // With Redis up, remember from the first request on; without, do not wait: it reconnects.
-      if (publisher.status === 'ready') await connecting;
+      if (publisher.status === 'ready') await subscribed;
     }
 
     const tokens: TokenService = {

@@ -1,8 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import fp from 'fastify-plugin';
-import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import { outageLog } from './outage-log.js';
+import { type RedisClient, userTag } from './redis.js';
 
 /** A cached answer: its serialized JSON body and the headers that go with it. */
 export interface CachedAnswer {
@@ -213,7 +213,7 @@ const firstGeneration = (nowMs: number) => String(nowMs * 1000);
  * every answer written before the failed invalidation has expired. `now` is the wall clock in ms.
  */
 export function redisCache(
-  client: Redis,
+  client: RedisClient,
   prefix: string,
   log: FastifyBaseLogger,
   limits: CacheLimits,
@@ -224,9 +224,9 @@ export function redisCache(
     client.defineCommand('cacheWrite', { numberOfKeys: 3, lua: WRITE_SCRIPT });
     client.defineCommand('cacheInvalidate', { numberOfKeys: 1, lua: INVALIDATE_SCRIPT });
   }
-  const redis = client as Redis & CacheCommands;
+  const redis = client as RedisClient & CacheCommands;
   const nearby = answerMemory(limits);
-  const userKey = (userId: number) => `${prefix}{u${userId}}:`;
+  const userKey = (userId: number) => `${prefix}${userTag(userId)}:`;
 
   // Settled: right after a reconnection the odd command still fails, which is no new outage.
   const outage = outageLog(log, { down: 'redis cache unavailable; answering from the database', up: 'redis cache available again' }, 1_000);

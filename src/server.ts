@@ -26,7 +26,7 @@ try {
 const tracing = config.tracing ? (await import('../plugins/tracing.js')).startTracing(config.tracing, config.databaseUrl) : undefined;
 const app = await buildApp({ config, tracing }).catch((error: Error) => startupFailed(error.message));
 if (tracing) app.addHook('onClose', () => tracing.shutdown());
-if (config.nodeEnv === 'production' && !config.redisUrl) {
+if (config.nodeEnv === 'production' && !config.redisUrl && !config.redisClusterUrls) {
   app.log.warn('REDIS_URL is not set: rate-limit counters and the cache are per instance, not shared');
 }
 let shuttingDown = false;
