@@ -8,9 +8,9 @@ export type RedisClient = Redis | Cluster;
 
 /** What a subscription tells its owner. */
 export interface SubscriptionHandlers {
-  message(text: string): void;
+  message: (text: string) => void;
   /** true once SUBSCRIBE is confirmed, false as soon as the connection is lost (messages may then be missed). */
-  listening(yes: boolean): void;
+  listening: (yes: boolean) => void;
 }
 
 /**
