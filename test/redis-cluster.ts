@@ -21,6 +21,8 @@ export interface ClusterNode {
   url: string;
   /** SIGKILL: no goodbye to clients or to the other nodes. Resolves once the process is gone. */
   kill(): Promise<void>;
+  /** SIGSTOP or SIGCONT: the node hangs, or goes on. */
+  pause(paused: boolean): void;
   alive(): boolean;
 }
 
@@ -31,6 +33,8 @@ export interface RedisClusterProcesses {
   urls: string[];
   /** The node that serves `key`'s slot as master now, as a live node sees it. */
   masterOf(key: string): Promise<ClusterNode>;
+  /** The replica of `master` (ROLE on each live node). */
+  replicaOf(master: ClusterNode): Promise<ClusterNode>;
   /** Resolves once every live node says `cluster_state:ok` and names the same live master for every slot range. */
   waitUntilOk(timeoutMs?: number): Promise<void>;
   /** A command on one live node (CLUSTER KEYSLOT, PUBSUB NUMSUB, ...). */
@@ -117,6 +121,7 @@ export async function startRedisCluster({
         port,
         url: `redis://127.0.0.1:${port}`,
         alive: () => alive(child),
+        pause: (paused) => void child.kill(paused ? 'SIGSTOP' : 'SIGCONT'),
         kill: async () => {
           if (!alive(child)) return;
           child.kill('SIGKILL');
@@ -174,6 +179,13 @@ export async function startRedisCluster({
         const master = nodes.find((node) => node.port === masterPort);
         if (!master) throw new Error(`no master serves slot ${slot}`);
         return master;
+      },
+      async replicaOf(master) {
+        for (const node of live()) {
+          const role = (await ask(node.port, 'ROLE')) as [string, string, number];
+          if (role[0] === 'slave' && role[2] === master.port) return node;
+        }
+        throw new Error(`${master.port} has no replica`);
       },
       waitUntilOk,
       call: (node, ...args) => ask(node.port, ...args),
