@@ -18,6 +18,7 @@ const run = promisify(execFile);
 
 export interface ClusterNode {
   port: number;
+  pid: number;
   url: string;
   /** SIGKILL: no goodbye to clients or to the other nodes. Resolves once the process is gone. */
   kill(): Promise<void>;
@@ -119,6 +120,7 @@ export async function startRedisCluster({
       processes.push(child);
       return {
         port,
+        pid: child.pid!,
         url: `redis://127.0.0.1:${port}`,
         alive: () => alive(child),
         pause: (paused) => void child.kill(paused ? 'SIGSTOP' : 'SIGCONT'),
