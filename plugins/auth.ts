@@ -119,15 +119,14 @@ export default fp<AuthOptions>(
     const memory = cutOffMemory(loadCutOff);
     if (soleInstance) memory.setTrusted(true);
     const channel = `${app.config.redisKeyPrefix}token-cut-offs`;
-    const publisher = app.redisClient;
-    if (publisher && app.redisSubscribe && !soleInstance) {
+    if (app.redisClient && app.redisSubscribe && !soleInstance) {
       const subscribed = app.redisSubscribe(channel, {
         message: (userId) => memory.forget(Number(userId)),
         // Remembered cut-offs are trusted only while every change is heard.
         listening: (yes) => memory.setTrusted(yes),
       });
       // With Redis up, remember from the first request on; without, do not wait: it reconnects.
-      if (publisher.status === 'ready') await subscribed;
+      if (app.redisClient.status === 'ready') await subscribed;
     }
 
     const tokens: TokenService = {
@@ -148,7 +147,7 @@ export default fp<AuthOptions>(
       },
       async cutOffChanged(userId) {
         memory.forget(userId);
-        await publisher?.publish(channel, String(userId)).catch((err: unknown) => {
+        await app.redisPublish?.(channel, String(userId)).catch((err: unknown) => {
           app.log.warn({ err, userId }, 'token cut-off not announced; other instances learn it within 30 s');
         });
       },

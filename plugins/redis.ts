@@ -19,12 +19,17 @@ export interface SubscriptionHandlers {
  */
 export type RedisSubscribe = (channel: string, handlers: SubscriptionHandlers) => Promise<void>;
 
+/** Publishes `message` on `channel` to every subscription; rejects when no node took it. */
+export type RedisPublish = (channel: string, message: string) => Promise<void>;
+
 declare module 'fastify' {
   interface FastifyInstance {
     /** The shared Redis connection; null when neither REDIS_URL nor REDIS_CLUSTER_URLS is set. */
     redisClient: RedisClient | null;
     /** Subscribes to a channel every instance publishes to; null without Redis. */
     redisSubscribe: RedisSubscribe | null;
+    /** Publishes to the subscriptions of every instance; null without Redis. */
+    redisPublish: RedisPublish | null;
   }
 }
 
@@ -178,6 +183,7 @@ export default fp(
     if (!redisUrl && !redisClusterUrls) {
       app.decorate('redisClient', null);
       app.decorate('redisSubscribe', null);
+      app.decorate('redisPublish', null);
       return;
     }
     const nodeOptions: RedisOptions = {
@@ -190,12 +196,21 @@ export default fp(
     };
     let client: RedisClient;
     let open: (attempt: number) => Redis;
+    let publish: RedisPublish;
     if (redisClusterUrls) {
       const cluster = clusterClient(redisClusterUrls, nodeOptions);
       client = cluster.client;
       open = (attempt) => {
         const nodes = cluster.nodes();
         return new Redis({ ...nodes[attempt % nodes.length], retryStrategy: () => null });
+      };
+      // To every node, rather than to one that passes it on over the cluster bus: each node hands
+      // it to its own subscribers before it answers, so, as on one Redis, every subscription has
+      // it by the time the publish is acknowledged.
+      publish = async (channel, message) => {
+        const sent = await Promise.allSettled(cluster.client.nodes('all').map((node) => node.publish(channel, message)));
+        const failed = sent.find((result) => result.status === 'rejected');
+        if (!sent.some((result) => result.status === 'fulfilled')) throw failed?.reason ?? new Error('no redis cluster node is known');
       };
     } else {
       client = new Redis(redisUrl!, {
@@ -205,6 +220,8 @@ export default fp(
         retryStrategy: reconnectDelay,
       });
       open = () => new Redis(redisUrl!, { ...nodeOptions, retryStrategy: () => null });
+      const single = client;
+      publish = async (channel, message) => void (await single.publish(channel, message));
     }
     watch(app, client);
 
@@ -220,6 +237,7 @@ export default fp(
     const subscribers = subscriptions(open);
     app.decorate<RedisClient | null>('redisClient', client);
     app.decorate('redisSubscribe', subscribers.subscribe);
+    app.decorate('redisPublish', publish);
     app.addHook('onClose', async () => {
       subscribers.close();
       // quit() waits for pending replies; when the server is gone there are none worth waiting for.
