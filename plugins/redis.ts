@@ -96,8 +96,8 @@ function clusterClient(urls: string[], nodeOptions: RedisOptions): { client: Clu
 /**
  * A subscription that outlives connections: each attempt opens a connection to the next of
  * `open`'s nodes, and its loss is reported and followed by another attempt. On a cluster any node
- * will do, since a cluster passes every PUBLISH to all of its nodes; trying the next one after a
- * loss moves the subscription off a master that died.
+ * will do, since every node hears every PUBLISH; trying the next one after a loss moves the
+ * subscription off a master that died.
  */
 function subscriptions(open: (attempt: number) => Redis): { subscribe: RedisSubscribe; close(): void } {
   const live = new Set<{ close(): void }>();
@@ -145,7 +145,7 @@ function subscriptions(open: (attempt: number) => Redis): { subscribe: RedisSubs
 function watch(app: FastifyInstance, client: RedisClient): void {
   const messages = { down: 'redis unavailable; serving without it', up: 'redis reachable again' };
   if (client instanceof Cluster) {
-    // A node that is gone fails each command's retry to it; the outage ends once no node has failed for a second.
+    // A node that is gone fails every connection to it (each command redirected there makes one): the outage ends once none has failed for a second.
     const outage = outageLog(app.log, messages, 1_000);
     client.on('error', (error: Error) => outage.failed(error));
     client.on('node error', (error: Error) => outage.failed(error));
