@@ -241,6 +241,7 @@ t.test('two instances on a three-master Redis Cluster, one master killed mid-loa
     const made = [...(await allKeys())].filter((key) => !before.has(key)).sort();
     const expected = [
       `${prefix}cache:{u${erin.id}}:g`,
+      `${prefix}cache:{u${erin.id}}:g-node`,
       `${prefix}cache:{u${erin.id}}:ledger`,
       `${prefix}cache:{u${erin.id}}:bytes`,
       `${prefix}rate-limit:user:{u${erin.id}}:me`,
