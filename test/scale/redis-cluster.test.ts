@@ -273,7 +273,7 @@ t.test('two instances on a three-master Redis Cluster, one master killed mid-loa
     else if (n === 30) throw new Error('fewer than 2 of the first 30 users hashed to the first master');
   }
   const [loadUser, victor] = onFirst as [(typeof onFirst)[0], (typeof onFirst)[0]];
-  t.ok(true, `users ${loadUser.id} and ${victor.id} live on the first master (${first.port})`);
+  t.comment(`users ${loadUser.id} and ${victor.id} live on the first master (${first.port})`);
 
   await t.test('one master killed mid-load: nothing fails, its replica takes over, and all of it works again', async (t) => {
     // Victor's contact, cached by B (in Redis and in B's memory) under the current generation.
