@@ -9,19 +9,25 @@
  * rounds: what recording metrics costs (`--metrics-only` runs just that pair). Writes are measured
  * beside the insert ceiling (a bare INSERT, bench/ceiling.ts): the create, and imports of
  * IMPORT_SIZES contacts, each a fresh CSV, timed one at a time in alternating rounds (`--writes-only`
- * runs just those). Each round also reads the CPU time its side's process and the local
+ * runs just those). `--redis-cluster` runs only the Redis pair instead: the cached reads on two
+ * fresh services over the same database, one on a redis-server of its own and one on a Redis Cluster
+ * of its own (three masters, a replica each), in alternating rounds, with their throughput ratio and
+ * the CPU their Redis processes spent per answer. Each round also reads the CPU time its side's process and the local
  * PostgreSQL server spent per answer (from /proc), which says where a gap to the ceiling goes and
  * varies less than throughput on a shared machine. Prints Markdown tables to stdout (progress goes to stderr). Exits 1
  * when any measured request was not answered 2xx; the ratio targets are reported, not enforced.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
+import { startRedisCluster } from '../test/redis-cluster.js';
 import type { CannedResponse } from './ceiling.js';
 import {
   cleanUp,
@@ -29,12 +35,14 @@ import {
   deleteRedisKeys,
   ensureBuilt,
   expectStatus,
+  freePort,
   log,
   REDIS_URL,
   ROOT,
   SERVER_ENTRY,
   type Started,
   startNode,
+  stopChild,
   undo,
   verifiedUser,
   LIMITS_LIFTED,
@@ -46,7 +54,8 @@ const USAGE = `Usage: npm run bench -- [options]
   --connections C   autocannon connections (default 50)
   --keep            keep the benchmark database (it is dropped otherwise)
   --metrics-only    only the metrics row pair (GET by id with metrics on and off), not the table beside the ceiling
-  --writes-only     only the writes beside the insert ceiling: the create and the imports`;
+  --writes-only     only the writes beside the insert ceiling: the create and the imports
+  --redis-cluster   only the cached reads on one Redis beside a three-master Redis Cluster (private redis-servers)`;
 
 // Node runs the ceiling's TypeScript itself (type stripping): no build step, no tsx loader in the process.
 const CEILING_ENTRY = 'bench/ceiling.ts';
@@ -74,6 +83,7 @@ function parseOptions() {
       keep: { type: 'boolean', default: false },
       'metrics-only': { type: 'boolean', default: false },
       'writes-only': { type: 'boolean', default: false },
+      'redis-cluster': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
@@ -85,10 +95,11 @@ function parseOptions() {
     keep: values.keep,
     metricsOnly: values['metrics-only'],
     writesOnly: values['writes-only'],
+    redisCluster: values['redis-cluster'],
   };
   if (
     values.help ||
-    (options.metricsOnly && options.writesOnly) ||
+    [options.metricsOnly, options.writesOnly, options.redisCluster].filter(Boolean).length > 1 ||
     [options.duration, options.rounds, options.connections].some(Number.isNaN)
   ) {
     console.error(USAGE);
@@ -377,14 +388,19 @@ function importTable(results: ImportRounds[]): string {
 }
 
 type MetricsSide = 'on' | 'off';
+type RedisSide = 'one Redis' | 'cluster';
 
-interface MetricsPair {
+/** One operation on two twin services, in alternating rounds. */
+interface Pair<S extends string> {
   op: Operation;
-  rounds: Record<MetricsSide, Round[]>;
+  rounds: Record<S, Round[]>;
   /** CPU time the service process spent per answer in each round, in µs (NaN where /proc is missing). */
-  cpuPerRequest: Record<MetricsSide, number[]>;
+  cpuPerRequest: Record<S, number[]>;
+  /** The same for the side's Redis processes, when they are this benchmark's own. */
+  redisCpuPerRequest: Record<S, number[]>;
 }
 
+type MetricsPair = Pair<MetricsSide>;
 /**
  * CPU seconds (user + system) process `pid` has used so far, from /proc (Linux); NaN elsewhere.
  * Less sensitive than throughput to what else runs on a shared machine.
@@ -428,30 +444,94 @@ function cpuCell(round: Pick<Round, 'cpu'>): string {
   return `${Math.round(round.cpu.node)} + ${Math.round(round.cpu.database)}`;
 }
 
-/** `op` on the service with metrics on and on its twin with them off, in alternating rounds. */
-async function measureMetrics(
+/**
+ * `op` on two twin services in alternating rounds (metrics on and off; one Redis and a cluster),
+ * with the CPU each service, and each side's Redis processes in `redisPids`, spent per answer.
+ */
+async function measurePair<S extends string>(
   op: Operation,
-  services: Record<MetricsSide, Started>,
+  services: Record<S, Started>,
+  sides: [S, S],
   canned: CannedResponse,
   token: string,
   options: Options,
-): Promise<MetricsPair> {
-  const pair: MetricsPair = { op, rounds: { on: [], off: [] }, cpuPerRequest: { on: [], off: [] } };
-  const cpu = (side: MetricsSide) => cpuSeconds(services[side].pid);
-  for (const side of roundOrder<MetricsSide>(options.rounds, ['on', 'off'])) {
+  /** Names the pair in progress lines: `metrics ` gives `get by id metrics on: …`. */
+  title: string,
+  redisPids?: Record<S, number[]>,
+): Promise<Pair<S>> {
+  const empty = () => Object.fromEntries(sides.map((side) => [side, []])) as unknown as Record<S, never[]>;
+  const pair: Pair<S> = { op, rounds: empty(), cpuPerRequest: empty(), redisCpuPerRequest: empty() };
+  const cpu = (side: S) => cpuSeconds(services[side].pid);
+  const redisCpu = (side: S) => (redisPids?.[side] ?? []).reduce((total, pid) => total + cpuSeconds(pid), 0);
+  for (const side of roundOrder<S>(options.rounds, sides)) {
     const xCache = await warm(services[side].base, op, token);
-    if (xCache !== 'HIT') throw new Error(`${op.label} metrics ${side}: no cache HIT after warm-up`);
-    const before = cpu(side);
+    if (xCache !== 'HIT') throw new Error(`${op.label} ${side}: no cache HIT after warm-up`);
+    const [before, redisBefore] = [cpu(side), redisCpu(side)];
     const round = await runRound(services[side].base, op, canned, token, options);
     const cpuPerRequest = ((cpu(side) - before) * 1e6) / round.responses;
+    const redisCpuPerRequest = redisPids ? ((redisCpu(side) - redisBefore) * 1e6) / round.responses : NaN;
     pair.rounds[side].push(round);
     pair.cpuPerRequest[side].push(cpuPerRequest);
+    pair.redisCpuPerRequest[side].push(redisCpuPerRequest);
     const failed = round.non2xx + round.errors;
+    const redisPart = redisPids ? ` + ${Math.round(redisCpuPerRequest)} Redis` : '';
     log(
-      `${op.label} metrics ${side}: ${format(round.reqPerSec)} req/s, ${Math.round(cpuPerRequest)} CPU µs/request, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${failed}`,
+      `${op.label} ${title}${side}: ${format(round.reqPerSec)} req/s, ${Math.round(cpuPerRequest)}${redisPart} CPU µs/request, p50 ${round.p50} ms, p99 ${round.p99} ms, non-2xx ${failed}`,
     );
   }
   return pair;
+}
+
+/** A redis-server of this run's own on a free port, without persistence; stopped at clean-up. */
+async function privateRedis(): Promise<{ url: string; pid: number }> {
+  const port = await freePort();
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  undo.push({ what: 'stop the redis-server', run: () => stopChild(child, exited) });
+  const url = `redis://127.0.0.1:${port}`;
+  for (let attempt = 0; attempt < 100; attempt++, await sleep(50)) {
+    const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    probe.on('error', () => undefined);
+    const up = await probe.connect().then(
+      () => true,
+      () => false,
+    );
+    probe.disconnect();
+    if (up) return { url, pid: child.pid! };
+  }
+  throw new Error('redis-server did not start');
+}
+
+/**
+ * The cached reads by id and of a list page on a service over one redis-server and on its twin over
+ * a Redis Cluster of three masters with a replica each, every Redis process this run's own, so
+ * nothing else on the machine shares them.
+ */
+async function measureRedisCluster(
+  canned: Map<Operation, CannedResponse>,
+  deployment: Deployment,
+  token: string,
+  options: Options,
+): Promise<{ pairs: Pair<RedisSide>[]; logLines: () => number }> {
+  const single = await privateRedis();
+  // A node unreachable for 5 s is failed over: the rounds load both cores, and a slow node is no failure here.
+  const cluster = await startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 5_000 });
+  undo.push({ what: 'stop the Redis Cluster', run: () => cluster.stop() });
+  log(`one Redis at ${single.url}; a Redis Cluster of ${cluster.nodes.length} nodes at ${cluster.urls.join(',')}`);
+  const services: Record<RedisSide, Started> = {
+    'one Redis': await startService('service on one Redis', deployment, { REDIS_URL: single.url }),
+    cluster: await startService('service on the Redis Cluster', deployment, { REDIS_URL: '', REDIS_CLUSTER_URLS: cluster.urls.join(',') }),
+  };
+  const pids = { 'one Redis': [single.pid], cluster: cluster.nodes.map((node) => node.pid) };
+  const pairs: Pair<RedisSide>[] = [];
+  for (const [op, answer] of canned) {
+    if (op.label === 'get by id' || op.label === 'list') {
+      pairs.push(await measurePair(op, services, ['one Redis', 'cluster'], answer, token, options, 'on ', pids));
+    }
+  }
+  return { pairs, logLines: () => services['one Redis'].logLines() + services.cluster.logLines() };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -687,20 +767,52 @@ function metricsTable(pair: MetricsPair): string {
   ].join('\n');
 }
 
+const clusterRatio = (pair: Pair<RedisSide>) => medianRate(pair.rounds.cluster) / medianRate(pair.rounds['one Redis']);
+
+/** The Redis pairs: each cached read on one Redis and on a Redis Cluster. */
+function redisTable(pairs: Pair<RedisSide>[]): string {
+  const cpu = (pair: Pair<RedisSide>, side: RedisSide) =>
+    `${Math.round(median(pair.cpuPerRequest[side]))} + ${Math.round(median(pair.redisCpuPerRequest[side]))}`;
+  const rows = pairs.map((pair) => {
+    const rounds = [...pair.rounds['one Redis'], ...pair.rounds.cluster];
+    const cells = [
+      `\`${pair.op.name}\`${pair.op.note ? ` (${pair.op.note})` : ''}`,
+      ...sideCells(pair.rounds['one Redis']),
+      ...sideCells(pair.rounds.cluster),
+      clusterRatio(pair).toFixed(2),
+      `${cpu(pair, 'one Redis')} / ${cpu(pair, 'cluster')}`,
+      format(rounds.reduce((total, r) => total + r.non2xx + r.errors + r.mismatches, 0)),
+    ];
+    return `| ${cells.join(' | ')} |`;
+  });
+  return [
+    '| Operation | One Redis req/s | One p50 / p99 ms | Cluster req/s | Cluster p50 / p99 ms | Ratio (cluster ÷ one) | CPU µs/request, service + Redis: one / cluster | non-2xx or other body |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows,
+  ].join('\n');
+}
+
 function report(
   results: Measured[],
   imports: ImportRounds[],
   metrics: MetricsPair | null,
   options: Options,
   serviceLogLines: number,
+  redis: Pair<RedisSide>[] = [],
 ): void {
   if (results.length > 0) console.log(`${table(results)}\n`);
   if (imports.length > 0) console.log(`${importTable(imports)}\n`);
   if (metrics) console.log(`${metricsTable(metrics)}\n`);
+  if (redis.length > 0) console.log(`${redisTable(redis)}\n`);
   for (const note of notes(results)) console.log(`- ${note}`);
   if (serviceLogLines > 0) console.log(`- the service logged ${serviceLogLines} warnings or errors (LOG_LEVEL=warn; on stderr above)`);
   console.log(settingsLine(options));
   if (results.length > 0) console.log(targetLine(results, imports));
+  if (redis.length > 0) {
+    console.log(
+      `Redis Cluster ÷ one Redis, median req/s: ${redis.map((pair) => `${pair.op.label} ${clusterRatio(pair).toFixed(2)}`).join(', ')}`,
+    );
+  }
   if (!metrics) return;
   const ratio = metricsRatio(metrics);
   const met = ratio >= METRICS_TARGET;
@@ -723,6 +835,14 @@ async function main(): Promise<number> {
   const service = await startService('service', deployment);
   const { token, ids } = await seed(service.base, path.join(dataDir, 'outbox'));
   const canned = await prepareOperations(service.base, token, ids, stamp, options.writesOnly);
+
+  if (options.redisCluster) {
+    const { pairs, logLines } = await measureRedisCluster(canned, deployment, token, options);
+    report([], [], null, options, service.logLines() + logLines(), pairs);
+    return pairs.some((pair) => [...pair.rounds['one Redis'], ...pair.rounds.cluster].some((r) => r.non2xx + r.errors + r.mismatches > 0))
+      ? 1
+      : 0;
+  }
 
   const results: Measured[] = [];
   const imports: ImportRounds[] = [];
@@ -747,7 +867,15 @@ async function main(): Promise<number> {
   const getById = [...canned.keys()].find((op) => op.label === 'get by id')!;
   const metricsOn = await startService('service with metrics on', deployment);
   const metricsOff = await startService('service with metrics off', deployment, { METRICS_ENABLED: 'false' });
-  const metrics = await measureMetrics(getById, { on: metricsOn, off: metricsOff }, canned.get(getById)!, token, options);
+  const metrics = await measurePair(
+    getById,
+    { on: metricsOn, off: metricsOff },
+    ['on', 'off'],
+    canned.get(getById)!,
+    token,
+    options,
+    'metrics ',
+  );
   report(results, imports, metrics, options, service.logLines() + metricsOn.logLines() + metricsOff.logLines());
   const metricsFailed = [...metrics.rounds.on, ...metrics.rounds.off].some((r) => r.non2xx + r.errors > 0);
   return results.some((m) => failedRequests(m) > 0) || imports.some((m) => m.failed > 0) || metricsFailed ? 1 : 0;

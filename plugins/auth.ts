@@ -128,26 +128,14 @@ export default fp<AuthOptions>(
     const memory = cutOffMemory(loadCutOff);
     if (soleInstance) memory.setTrusted(true);
     const channel = `${app.config.redisKeyPrefix}token-cut-offs`;
-    const publisher = app.redisClient;
-    if (publisher && !soleInstance) {
-      // A subscribed connection can issue no other command, so it is a second one.
-      const subscriber = publisher.duplicate();
-      subscriber.on('error', () => memory.setTrusted(false));
-      subscriber.on('close', () => memory.setTrusted(false));
-      subscriber.on('message', (_channel: string, userId: string) => memory.forget(Number(userId)));
-      const subscribe = () =>
-        subscriber.subscribe(channel).then(
-          () => memory.setTrusted(true),
-          () => memory.setTrusted(false),
-        );
-      app.addHook('onClose', async () => subscriber.disconnect());
-      // Subscribes on the first connection, then again on every reconnection.
-      const connecting = subscriber
-        .connect()
-        .then(subscribe, () => {})
-        .finally(() => subscriber.on('ready', () => void subscribe()));
+    if (app.redisClient && app.redisSubscribe && !soleInstance) {
+      const subscribed = app.redisSubscribe(channel, {
+        message: (userId) => memory.forget(Number(userId)),
+        // Remembered cut-offs are trusted only while every change is heard.
+        listening: (yes) => memory.setTrusted(yes),
+      });
       // With Redis up, remember from the first request on; without, do not wait: it reconnects.
-      if (publisher.status === 'ready') await connecting;
+      if (app.redisClient.status === 'ready') await subscribed;
     }
 
     const tokens: TokenService = {
@@ -169,7 +157,7 @@ export default fp<AuthOptions>(
       },
       async cutOffChanged(userId) {
         memory.forget(userId);
-        await publisher?.publish(channel, String(userId)).catch((err: unknown) => {
+        await app.redisPublish?.(channel, String(userId)).catch((err: unknown) => {
           app.log.warn({ err, userId }, 'token cut-off not announced; other instances learn it within 30 s');
         });
       },

@@ -1,8 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import fp from 'fastify-plugin';
-import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import { outageLog } from './outage-log.js';
+import { type RedisClient, userTag } from './redis.js';
 
 /** A cached answer: its serialized JSON body and the headers that go with it. */
 export interface CachedAnswer {
@@ -128,16 +128,32 @@ export function memoryCache(limits: CacheLimits): AnswerCache & { stop: () => vo
 }
 
 /**
+ * The node the script runs on (CLUSTER MYID; empty on a Redis without cluster support) and
+ * whether it wrote the user's generation (KEYS[1]) itself: KEYS[2] holds the node that set it last.
+ * Generations a master took over from another node (a replica promoted in a failover, a slot moved)
+ * are not trusted: replication is asynchronous, so the last invalidations may not have arrived,
+ * and the answers of an older generation would be served as current.
+ */
+const OWN_GENERATION = `
+local node = redis.pcall('CLUSTER', 'MYID')
+if type(node) ~= 'string' then node = '' end
+local own = redis.call('GET', KEYS[2]) == node and redis.call('EXISTS', KEYS[1]) == 1
+`;
+
+/**
  * One round trip per read: the user's generation, and the answer stored under it unless this
  * process already holds that generation's answer (then only the generation travels). A user with
- * no generation in Redis (it restarted empty, or evicted the key) starts at a new one above every
- * earlier one (ARGV[4], from the clock), so no answer an instance still holds can match it.
+ * no generation in Redis (it restarted empty, or evicted the key), or one this node did not write,
+ * starts at a new one above every earlier one (ARGV[4], from the clock), so no answer an instance
+ * still holds, nor any answer stored under an older generation, can match it.
  */
-const READ_SCRIPT = `
-local generation = redis.call('GET', KEYS[1])
-if not generation then
-  generation = ARGV[4]
+const READ_SCRIPT = `${OWN_GENERATION}
+local generation = ARGV[4]
+if own then
+  generation = redis.call('GET', KEYS[1])
+else
   redis.call('SET', KEYS[1], generation)
+  redis.call('SET', KEYS[2], node)
 end
 if generation == ARGV[2] then return {generation} end
 return {generation, redis.call('GET', ARGV[1] .. generation .. ':' .. ARGV[3])}
@@ -171,15 +187,19 @@ redis.call('PEXPIRE', KEYS[3], ARGV[6])
 return 1
 `;
 
-/** Moves the user to the next generation; a missing one starts above every earlier one, as in READ_SCRIPT. */
-const INVALIDATE_SCRIPT = `
-if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[1]) end
+/** Moves the user to the next generation; a missing one, or one another node wrote, starts above every earlier one, as in READ_SCRIPT. */
+const INVALIDATE_SCRIPT = `${OWN_GENERATION}
+if not own then
+  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('SET', KEYS[2], node)
+end
 return redis.call('INCR', KEYS[1])
 `;
 
 interface CacheCommands {
   cacheRead(
     generationKey: string,
+    writerKey: string,
     answerPrefix: string,
     heldGeneration: string,
     key: string,
@@ -196,7 +216,7 @@ interface CacheCommands {
     budget: number,
     maxTtlMs: number,
   ): Promise<number>;
-  cacheInvalidate(generationKey: string, firstGeneration: string): Promise<number>;
+  cacheInvalidate(generationKey: string, writerKey: string, firstGeneration: string): Promise<number>;
 }
 
 /** What an answer takes in Redis beyond its stored text: its key, twice (the ledger names it), and the entries' overhead. */
@@ -213,20 +233,20 @@ const firstGeneration = (nowMs: number) => String(nowMs * 1000);
  * every answer written before the failed invalidation has expired. `now` is the wall clock in ms.
  */
 export function redisCache(
-  client: Redis,
+  client: RedisClient,
   prefix: string,
   log: FastifyBaseLogger,
   limits: CacheLimits,
   now: () => number = Date.now,
 ): AnswerCache & { stop: () => void } {
   if (!('cacheRead' in client)) {
-    client.defineCommand('cacheRead', { numberOfKeys: 1, lua: READ_SCRIPT });
+    client.defineCommand('cacheRead', { numberOfKeys: 2, lua: READ_SCRIPT });
     client.defineCommand('cacheWrite', { numberOfKeys: 3, lua: WRITE_SCRIPT });
-    client.defineCommand('cacheInvalidate', { numberOfKeys: 1, lua: INVALIDATE_SCRIPT });
+    client.defineCommand('cacheInvalidate', { numberOfKeys: 2, lua: INVALIDATE_SCRIPT });
   }
-  const redis = client as Redis & CacheCommands;
+  const redis = client as RedisClient & CacheCommands;
   const nearby = answerMemory(limits);
-  const userKey = (userId: number) => `${prefix}{u${userId}}:`;
+  const userKey = (userId: number) => `${prefix}${userTag(userId)}:`;
 
   // Settled: right after a reconnection the odd command still fails, which is no new outage.
   const outage = outageLog(log, { down: 'redis cache unavailable; answering from the database', up: 'redis cache available again' }, 1_000);
@@ -249,6 +269,7 @@ export function redisCache(
       try {
         reply = await redis.cacheRead(
           `${userKey(userId)}g`,
+          `${userKey(userId)}g-node`,
           `${userKey(userId)}a:`,
           String(held?.generation ?? ''),
           key,
@@ -292,7 +313,7 @@ export function redisCache(
     },
     async invalidate(userId) {
       try {
-        await redis.cacheInvalidate(`${userKey(userId)}g`, firstGeneration(now()));
+        await redis.cacheInvalidate(`${userKey(userId)}g`, `${userKey(userId)}g-node`, firstGeneration(now()));
         outage.answered();
       } catch (error) {
         outage.failed(error);

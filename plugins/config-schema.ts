@@ -69,6 +69,15 @@ export const variables = {
     docDefault: 'unset',
     description: 'Redis to use. Unset: in-process LRU cache and per-instance rate-limit counters. compose.yaml sets it.',
   },
+  REDIS_CLUSTER_URLS: {
+    type: 'string',
+    pattern: '^\\s*rediss?://[^\\s,]+(\\s*,\\s*rediss?://[^\\s,]+)*\\s*$',
+    mustBe: 'redis:// or rediss:// URLs, comma-separated',
+    secret: true,
+    docDefault: 'unset',
+    description:
+      'Seed nodes of a Redis Cluster (`redis://host:port`, comma-separated; the credentials and TLS of the first apply to every node), used instead of `REDIS_URL`; setting both is an error. docs/performance.md, "Redis Cluster".',
+  },
   REDIS_KEY_PREFIX: { type: 'string', default: 'contacts:', description: 'Prefix of every Redis key, so deployments can share one Redis.' },
   REDIS_COMMAND_TIMEOUT_MS: {
     type: 'integer',

@@ -25,6 +25,8 @@ export interface AppConfig {
   databaseUrl: string | null;
   /** Unset: an in-process cache and per-instance rate-limit counters. */
   redisUrl: string | null;
+  /** Seed nodes of a Redis Cluster, used instead of `redisUrl` (never both); null when unset. */
+  redisClusterUrls: string[] | null;
   /** Namespace of every Redis key, so several deployments (or test runs) can share one Redis. */
   redisKeyPrefix: string;
   /** A Redis command that takes longer fails, and the request goes on without Redis. */
@@ -267,6 +269,18 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
       .find((entry) => !isProxyAddress(entry));
     problems.push(`TRUST_PROXY must be ${requirement(variables.TRUST_PROXY)}, got '${bad}'`);
   }
+  const redisCluster = env.REDIS_CLUSTER_URLS?.trim() ? env.REDIS_CLUSTER_URLS : undefined;
+  const seedUrls = redisCluster?.split(',').map((url) => url.trim());
+  if (values?.REDIS_CLUSTER_URLS !== undefined && !seedUrls?.every((url) => URL.canParse(url) && new URL(url).hostname !== '')) {
+    problems.push(`REDIS_CLUSTER_URLS must be ${requirement(variables.REDIS_CLUSTER_URLS)}`);
+  }
+  if (redisCluster !== undefined && env.REDIS_URL?.trim()) {
+    problems.push('REDIS_URL and REDIS_CLUSTER_URLS are both set: set REDIS_URL for one Redis, or REDIS_CLUSTER_URLS for a Redis Cluster');
+  }
+  if (redisCluster !== undefined && /[{}]/.test(env.REDIS_KEY_PREFIX ?? '')) {
+    // A hash tag in the prefix would put every key in one slot, on one master.
+    problems.push('REDIS_KEY_PREFIX must not contain { or } with REDIS_CLUSTER_URLS (a Redis Cluster would keep every key on one node)');
+  }
   if (values === null || proxies === undefined || problems.length > 0) throw new ConfigError(problems);
 
   const dataDir = path.resolve(values.DATA_DIR);
@@ -277,6 +291,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     port: values.PORT,
     databaseUrl: values.DATABASE_URL ?? null,
     redisUrl: values.REDIS_URL ?? null,
+    redisClusterUrls: seedUrls ?? null,
     redisKeyPrefix: values.REDIS_KEY_PREFIX,
     redisCommandTimeoutMs: values.REDIS_COMMAND_TIMEOUT_MS,
     dataDir,

@@ -5,6 +5,7 @@ import fp from 'fastify-plugin';
 import { LRUCache } from 'lru-cache';
 import { TooManyRequests } from './http/errors.js';
 import { outageLog } from './outage-log.js';
+import { userTag } from './redis.js';
 
 interface Bucket {
   /** The limit's short name, as `contacts_rate_limited_total{limit}` shows it. */
@@ -145,7 +146,8 @@ export default fp(
     const buckets = new WeakMap<FastifyRequest, Bucket>();
     const perUser = (bucket: PerUserBucket, userId: number | string): Bucket => ({
       name: bucket,
-      key: `user:${userId}:${bucket}`,
+      // The user's tag: on a Redis Cluster every key of one user lives in one slot.
+      key: `user:${userTag(userId)}:${bucket}`,
       max: perUserMax[bucket],
     });
 

@@ -26,8 +26,8 @@ try {
 const tracing = config.tracing ? (await import('../plugins/tracing.js')).startTracing(config.tracing, config.databaseUrl) : undefined;
 const app = await buildApp({ config, tracing }).catch((error: Error) => startupFailed(error.message));
 if (tracing) app.addHook('onClose', () => tracing.shutdown());
-if (config.nodeEnv === 'production' && !config.redisUrl) {
-  app.log.warn('REDIS_URL is not set: rate-limit counters and the cache are per instance, not shared');
+if (config.nodeEnv === 'production' && !config.redisUrl && !config.redisClusterUrls) {
+  app.log.warn('Neither REDIS_URL nor REDIS_CLUSTER_URLS is set: rate-limit counters and the cache are per instance, not shared');
 }
 let shuttingDown = false;
 // Answers given while shutting down close their connection: an idle keep-alive connection would

@@ -42,7 +42,11 @@ t.test('SIGTERM lets a request in flight finish, then the process exits 0', asyn
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 
-  t.match(output, /REDIS_URL is not set: rate-limit counters and the cache are per instance, not shared/, 'production without Redis warns');
+  t.match(
+    output,
+    /Neither REDIS_URL nor REDIS_CLUSTER_URLS is set: rate-limit counters and the cache are per instance, not shared/,
+    'production without Redis warns',
+  );
 
   // Over a keep-alive connection, as a load balancer would hold it.
   const agent = new http.Agent({ keepAlive: true });

@@ -692,7 +692,8 @@ export type paths = {
          *       list page, upcoming birthdays).
          *     - `contacts_rate_limited_total{limit="anonymous"|"me"}`: one per 429.
          *     - `contacts_dependency_up{dependency="database"|"redis"}`: 1 or 0 as the service sees it,
-         *       at most 3 seconds old (`redis` only when `REDIS_URL` is set).
+         *       at most 3 seconds old (`redis` only when `REDIS_URL` or `REDIS_CLUSTER_URLS` is set; a
+         *       Redis Cluster is 1 while it says `cluster_state:ok`, every slot served).
          *     - `contacts_db_pool_connections{state="idle"|"used"}`, `contacts_db_pool_waiting`.
          *     - `contacts_password_queue_depth`, `contacts_password_queue_limit`,
          *       `contacts_password_hash_duration_seconds` (histogram).
@@ -769,7 +770,7 @@ export type components = {
                 /** @constant */
                 database: "ok";
                 /**
-                 * @description `unavailable` while Redis does not answer (the cache then works in this process only); always `ok` without `REDIS_URL`.
+                 * @description `unavailable` while Redis does not answer, or a Redis Cluster does not say `cluster_state:ok` (the cache then works in this process only); always `ok` without `REDIS_URL` and `REDIS_CLUSTER_URLS`.
                  * @enum {string}
                  */
                 cache: "ok" | "unavailable";

@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import { isDatabaseUnavailable } from '../../plugins/db.js';
 import { NotFound, ServiceUnavailable, Unauthorized } from '../../plugins/http/errors.js';
 import { EXPOSITION_CONTENT_TYPE } from '../../plugins/metrics.js';
+import { redisAnswers } from '../../plugins/redis.js';
 import type { OperationHandlers } from '../operation-types.js';
 
 /** A dependency that does not answer within this long counts as down, so a probe never hangs. */
@@ -49,7 +50,7 @@ export const healthHandlers = {
     // Every request has an in-process fallback for Redis, so its outage degrades the answer and
     // does not make the replica unready. Redis outages are logged by the connection and the cache themselves.
     const redis = app.redisClient;
-    const cacheFailure = redis ? await probeFailure(() => redis.ping()) : null;
+    const cacheFailure = redis ? await probeFailure(() => redisAnswers(redis)) : null;
     return { status: 200, body: { status: 'ok', checks: { database: 'ok', cache: cacheFailure ? 'unavailable' : 'ok' } } };
   },
 

@@ -43,6 +43,17 @@ t.test('Redis unreachable from the start: the app starts and every operation wor
   await exerciseAll(t, as(app, await createUser(app)));
 });
 
+t.test('Redis Cluster unreachable from the start: the app starts and every operation works', onlyOnPostgres, async (t) => {
+  const started = Date.now();
+  const app = await buildContactsApp(t, { env: { REDIS_URL: '', REDIS_CLUSTER_URLS: 'redis://127.0.0.1:6390, redis://127.0.0.1:6391' } });
+  t.ok(Date.now() - started < 10_000, `start-up does not wait for the cluster (${Date.now() - started} ms)`);
+  t.not(app.redisClient, null);
+  t.not(app.redisClient!.status, 'ready');
+  const ready = await app.inject({ method: 'GET', url: '/readyz' });
+  t.same(ready.json(), { status: 'ok', checks: { database: 'ok', cache: 'unavailable' } });
+  await exerciseAll(t, as(app, await createUser(app)));
+});
+
 t.test('connection lost only during a write: the writer still reads its write once Redis is back', onlyOnPostgres, async (t) => {
   const app = await buildContactsApp(t);
   const call = as(app, await createUser(app));

@@ -185,6 +185,45 @@ t.test('redis cache on a live Redis: one round trip per read, shared by every in
 });
 
 t.test(
+  'redis cache: a generation another node wrote is not trusted, so a failover cannot bring old answers back',
+  onlyWithRedis,
+  async (t) => {
+    const client = new Redis(REDIS_URL);
+    t.teardown(() => client.quit());
+    const prefix = privatePrefix(t, client, 'cache-writer');
+    let clock = Date.now();
+    const cache = redisCache(client, prefix, recordingLogger().log, roomy, () => clock);
+    t.teardown(() => cache.stop());
+    const before = (await cache.read(3, 'k')).generation!;
+    t.equal(before, clock * 1000, "a new user's generation comes from the clock");
+    t.equal(await client.get(`${prefix}{u3}:g-node`), '', 'and is marked as written by this node (no cluster: no id)');
+    await cache.write(3, 'k', before, answer('"before the write"'), 60_000);
+    t.same(await cache.read(3, 'k'), { answer: answer('"before the write"'), generation: before });
+
+    // As a promoted replica finds it: the generation and its answers replicated, the last invalidation not.
+    await client.set(`${prefix}{u3}:g-node`, '0efb1130f2dddc1ba49b8366419c85fe5cccd09e');
+    clock += 1_000;
+    t.same(
+      await cache.read(3, 'k'),
+      { answer: undefined, generation: clock * 1000 },
+      'the answer of the old generation is not served: a new generation starts from the clock',
+    );
+    t.equal(await client.get(`${prefix}{u3}:g-node`), '', 'now marked as written here');
+    await cache.invalidate(3);
+    t.equal((await cache.read(3, 'k')).generation, clock * 1000 + 1, 'and invalidations go on from it');
+
+    await client.set(`${prefix}{u3}:g-node`, 'another node');
+    clock += 1_000;
+    await cache.invalidate(3);
+    t.equal(
+      (await cache.read(3, 'k')).generation,
+      clock * 1000 + 1,
+      'an invalidation of a taken-over generation starts from the clock too',
+    );
+  },
+);
+
+t.test(
   'redis cache: a failed invalidation bypasses that user for the longest TTL, so an old generation is never served',
   onlyWithRedis,
   async (t) => {

@@ -22,6 +22,7 @@ t.test('defaults', async (t) => {
     port: 3000,
     databaseUrl: null,
     redisUrl: null,
+    redisClusterUrls: null,
     smtpUrl: null,
     dataDir,
     outboxDir: path.join(dataDir, 'outbox'),
@@ -307,6 +308,44 @@ t.test('credentials are never echoed in a problem', async (t) => {
     'METRICS_TOKEN must be 16 to 256 printable characters without spaces',
   ]);
   t.strictSame(await problems({ JWT_SECRET: 'hunter2' }), ['JWT_SECRET must be at least 32 characters']);
+});
+
+t.test('REDIS_CLUSTER_URLS: seed nodes of a Redis Cluster, never together with REDIS_URL', async (t) => {
+  const dataDir = await tempDir(t);
+  const base = { DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET };
+  const config = await loadConfig({ ...base, REDIS_CLUSTER_URLS: ' redis://:s3cret@cache-a:7000 ,rediss://cache-b ' });
+  t.same(config.redisClusterUrls, ['redis://:s3cret@cache-a:7000', 'rediss://cache-b']);
+  t.equal(config.redisUrl, null);
+  const problems = async (env: Record<string, string>) =>
+    (
+      (await loadConfig({ ...base, ...env }).then(
+        () => null,
+        (e: unknown) => e,
+      )) as ConfigError | null
+    )?.problems;
+  t.strictSame(await problems({ REDIS_URL: 'redis://cache:6379', REDIS_CLUSTER_URLS: 'redis://cache-a:7000' }), [
+    'REDIS_URL and REDIS_CLUSTER_URLS are both set: set REDIS_URL for one Redis, or REDIS_CLUSTER_URLS for a Redis Cluster',
+  ]);
+  for (const bad of [
+    'http://:hunter2@cache-a:7000',
+    'redis://cache-a:7000;redis://cache-b:7000',
+    'redis://:hunter2@',
+    'redis://cache-a:7000,',
+  ]) {
+    t.strictSame(
+      await problems({ REDIS_CLUSTER_URLS: bad }),
+      ['REDIS_CLUSTER_URLS must be redis:// or rediss:// URLs, comma-separated'],
+      `${bad} is refused without being echoed`,
+    );
+  }
+  t.strictSame(await problems({ REDIS_CLUSTER_URLS: 'redis://cache-a:7000', REDIS_KEY_PREFIX: 'contacts{prod}:' }), [
+    'REDIS_KEY_PREFIX must not contain { or } with REDIS_CLUSTER_URLS (a Redis Cluster would keep every key on one node)',
+  ]);
+  t.equal(
+    (await loadConfig({ ...base, REDIS_URL: 'redis://cache:6379', REDIS_KEY_PREFIX: 'contacts{prod}:' })).redisKeyPrefix,
+    'contacts{prod}:',
+    'one Redis takes any prefix',
+  );
 });
 
 t.test('the other OTEL_* variables are read only with OTEL_EXPORTER_OTLP_ENDPOINT', async (t) => {
