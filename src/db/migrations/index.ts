@@ -19,6 +19,7 @@ import * as countShards from './020-count-shards.js';
 import * as insertChangeDefault from './021-insert-change-default.js';
 import * as largeOwnerTrigrams from './022-large-owner-trigrams.js';
 import * as oneInsertTrigger from './023-one-insert-trigger.js';
+import * as idempotencyKeys from './026-idempotency-keys.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -42,4 +43,5 @@ export const migrations: Record<string, AppMigration> = {
   '021-insert-change-default': insertChangeDefault,
   '022-large-owner-trigrams': largeOwnerTrigrams,
   '023-one-insert-trigger': oneInsertTrigger,
+  '026-idempotency-keys': idempotencyKeys,
 };
