@@ -473,7 +473,7 @@ export type paths = {
          *     - With `Idempotency-Key` (see "Idempotent retries" above), an import that created contacts
          *       is stored with its answer in the transaction of its inserts, and a retry gets that 200
          *       again (`Idempotent-Replayed: true`) without the body being read again. An import that
-         *       created none is not stored. A stored answer is at most about 1.3 MB (10,000 entries' errors).
+         *       created none is not stored. A stored answer is at most about 1.2 MB (10,000 entries' errors).
          */
         post: operations["importContacts"];
         delete?: never;
