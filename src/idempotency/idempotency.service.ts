@@ -17,8 +17,8 @@ import * as repository from './idempotency.repository.js';
 
 export type IdempotencyDeps = Pick<FastifyInstance, 'db' | 'now' | 'config' | 'log'>;
 
-export const IN_PROGRESS = 'A request with this Idempotency-Key is in progress';
-export const REUSED = 'Idempotency-Key reused with a different request';
+const IN_PROGRESS = 'A request with this Idempotency-Key is in progress';
+const REUSED = 'Idempotency-Key reused with a different request';
 /** A keyed transaction of this service takes milliseconds, an import's about a second. */
 const IN_PROGRESS_RETRY_AFTER_S = 1;
 const HOUR_MS = 3_600_000;
@@ -72,7 +72,7 @@ export function keyedRequest<K extends OperationId>(
   return { ownerId, operation, key, requestHash: hash.digest() };
 }
 
-/** The answer stored for the key after `since`, sent again; 422 when it answered another request. */
+/** A stored answer sent again, marked as such; 422 when it answered another request than `keyed`'s. */
 function replayOf<K extends OperationId>(keyed: KeyedRequest<K>, stored: repository.StoredAnswer): OperationResult<K> {
   if (!Buffer.from(stored.request_hash).equals(keyed.requestHash)) throw new ValidationFailed(REUSED);
   const answer = {
