@@ -82,6 +82,16 @@ t.test('the same key and request: the first answer again, exactly, and nothing w
   t.same(await keysOf(user.id), ['createContact key-1']);
   t.equal((await call('GET', '/api/contacts/')).headers['x-cache'], 'HIT', 'a replay wrote nothing, so the cached reads stand');
 
+  // A later write moves the contact's tag; a replay still answers the tag of the create, now stale.
+  const patched = await call('PATCH', `/api/contacts/${id}`, { last_name: 'Later' }, { 'if-match': first.headers.etag as string });
+  t.equal(patched.statusCode, 200);
+  const stale = await create(call, 'key-1', body);
+  t.equal(stale.headers.etag, first.headers.etag);
+  t.equal(stale.body, first.body, 'the answer as it was');
+  const refused = await call('PATCH', `/api/contacts/${id}`, { last_name: 'Again' }, { 'if-match': stale.headers.etag as string });
+  t.equal(refused.statusCode, 412);
+  t.equal(refused.body, JSON.stringify({ detail: 'Precondition Failed: the contact has changed' }));
+
   const csv = csvOf([freshEmail(), freshEmail()], 1);
   const imported = await importCsv(call, 'key-1', csv);
   t.equal(imported.statusCode, 200, 'the same key on the other operation is another key');
