@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import { preparedStatement } from '../../plugins/db.js';
 import type { Database } from '../db/database.js';
 
 /** A stored answer and the hash of the request that got it. */
@@ -33,15 +34,23 @@ export async function findAnswer(
   key: string,
   since: Date,
 ): Promise<StoredAnswer | undefined> {
-  return db
+  const [stored] = (await db.executeQuery(selectAnswer(db, { ownerId, operation, key, since }))).rows;
+  return stored;
+}
+
+/**
+ * The statements of every keyed write are prepared (plugins/db.ts): their text is fixed, and each
+ * connection then parses and plans them once.
+ */
+const selectAnswer = preparedStatement(['ownerId', 'operation', 'key', 'since'], (db: Kysely<Database>, values) =>
+  db
     .selectFrom('idempotency_keys')
     .select(['request_hash', 'status', 'headers', 'body'])
-    .where('owner_id', '=', ownerId)
-    .where('operation', '=', operation)
-    .where('key', '=', key)
-    .where('created_at', '>', since)
-    .executeTakeFirst();
-}
+    .where('owner_id', '=', values.ownerId)
+    .where('operation', '=', values.operation)
+    .where('key', '=', values.key)
+    .where('created_at', '>', values.since),
+);
 
 /**
  * Takes the advisory lock `lockId` for the rest of the caller's transaction, unless another
@@ -50,11 +59,16 @@ export async function findAnswer(
  * transactions never overlap.
  */
 export async function tryLock(trx: Kysely<Database>, lockId: bigint): Promise<boolean> {
-  const { rows } = await sql<{ locked: boolean }>`
-    select pg_try_advisory_xact_lock(${lockId.toString()}::bigint) as locked,
-           set_config('idle_in_transaction_session_timeout', ${String(KEYED_WRITE_IDLE_MS)}, true) as idle_limit`.execute(trx);
-  return rows[0]!.locked;
+  const [row] = (await trx.executeQuery(lockKey(trx, { lockId: lockId.toString() }))).rows;
+  return row!.locked;
 }
+
+const lockKey = preparedStatement(['lockId'], (db: Kysely<Database>, { lockId }) =>
+  db.selectNoFrom([
+    sql<boolean>`pg_try_advisory_xact_lock(${lockId}::bigint)`.as('locked'),
+    sql<string>`set_config('idle_in_transaction_session_timeout', ${sql.lit(String(KEYED_WRITE_IDLE_MS))}, true)`.as('idle_limit'),
+  ]),
+);
 
 /**
  * Stores an answer in the caller's transaction, in place of the key's row if that expired (stored
@@ -62,9 +76,26 @@ export async function tryLock(trx: Kysely<Database>, lockId: bigint): Promise<bo
  * live row (the caller holds the key's lock and found none, so never).
  */
 export async function storeAnswer(trx: Kysely<Database>, row: AnswerRow, expiredBy: Date): Promise<number | undefined> {
-  const stored = await trx
+  const [stored] = (await trx.executeQuery(insertAnswer(trx, { ...row, headers: JSON.stringify(row.headers), expiredBy }))).rows;
+  return stored?.id;
+}
+
+const ANSWER_COLUMNS = [
+  'owner_id',
+  'operation',
+  'key',
+  'request_hash',
+  'status',
+  'headers',
+  'body',
+  'answer_bytes',
+  'created_at',
+] as const satisfies readonly (keyof AnswerRow)[];
+
+const insertAnswer = preparedStatement([...ANSWER_COLUMNS, 'expiredBy'], (db: Kysely<Database>, { expiredBy, ...row }) =>
+  db
     .insertInto('idempotency_keys')
-    .values({ ...row, headers: JSON.stringify(row.headers) })
+    .values(row)
     .onConflict((conflict) =>
       conflict
         .columns(['owner_id', 'operation', 'key'])
@@ -79,10 +110,8 @@ export async function storeAnswer(trx: Kysely<Database>, row: AnswerRow, expired
         }))
         .where('idempotency_keys.created_at', '<=', expiredBy),
     )
-    .returning('id')
-    .executeTakeFirst();
-  return stored?.id;
-}
+    .returning('id'),
+);
 
 /**
  * Forgets the owner's oldest keys beyond the newest `maxKeys`, or beyond the newest whose answers
