@@ -18,7 +18,7 @@
  * when any measured request was not answered 2xx; the ratio targets are reported, not enforced.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -172,12 +172,15 @@ interface Operation {
   target: number | null;
   /** POST: a fresh body per request (each create needs a unique e-mail). */
   body?: () => string;
+  /** POST: each request with an Idempotency-Key of its own, as the SDK sends it. */
+  keyed?: boolean;
   note?: string;
 }
 
 function send(base: string, op: Operation, token: string): Promise<Response> {
   const headers: Record<string, string> = { authorization: `Bearer ${token}` };
   if (op.body) headers['content-type'] = 'application/json';
+  if (op.keyed) headers['idempotency-key'] = randomUUID();
   return fetch(base + op.url, { method: op.method, headers, ...(op.body ? { body: op.body() } : {}) });
 }
 
@@ -261,7 +264,15 @@ async function runRound(base: string, op: Operation, canned: CannedResponse, tok
       {
         method: op.method,
         path: op.url,
-        ...(op.body ? { setupRequest: (request: autocannon.Request) => ({ ...request, body: op.body!() }) } : {}),
+        ...(op.body
+          ? {
+              setupRequest: (request: autocannon.Request) => ({
+                ...request,
+                body: op.body!(),
+                ...(op.keyed ? { headers: { ...request.headers, 'idempotency-key': randomUUID() } } : {}),
+              }),
+            }
+          : {}),
         onResponse: (_status, body, _context, headers) => {
           if ((headers?.['x-cache'] ?? headers?.['X-Cache']) === 'HIT') hits++;
           // Each create answers a new contact; a GET must answer the very bytes the ceiling replays.
@@ -693,9 +704,23 @@ async function prepareOperations(
     note: 'ceiling: one INSERT',
     body: () => contactBody(created++, `post-${stamp}`),
   };
+  const keyedCreate: Operation = {
+    ...create,
+    label: 'create with key',
+    name: 'POST /api/contacts/ with Idempotency-Key',
+    keyed: true,
+    // Its transaction (the key's lock, its lookup, the insert, the stored answer) has no target of its own.
+    target: null,
+    note: 'a new key each; ceiling: one INSERT',
+  };
   // Captured first: a create makes every cached read of the user miss, so it must precede the reads' captures.
   const cannedCreate = await capture(service, create, token);
-  if (writesOnly) return new Map([[create, cannedCreate]]);
+  const cannedKeyedCreate = await capture(service, keyedCreate, token);
+  if (writesOnly)
+    return new Map([
+      [create, cannedCreate],
+      [keyedCreate, cannedKeyedCreate],
+    ]);
 
   const { timeRange, total } = await chooseTimeRange(service, token);
   const id = ids[CONTACTS / 2]!;
@@ -738,10 +763,10 @@ async function prepareOperations(
   for (const op of reads) canned.set(op, await capture(service, op, token));
   const upcoming = reads.at(-1)!;
   const items = (JSON.parse(canned.get(upcoming)!.body) as unknown[]).length;
-  // The capture's create made one contact more than were seeded.
-  upcoming.note = `${items} items; ${total} of ${format(CONTACTS + 1)} contacts match`;
+  // The captures of the two creates made two contacts more than were seeded.
+  upcoming.note = `${items} items; ${total} of ${format(CONTACTS + 2)} contacts match`;
   // Creates go last: each one makes the user's cached reads miss.
-  return canned.set(create, cannedCreate);
+  return canned.set(create, cannedCreate).set(keyedCreate, cannedKeyedCreate);
 }
 
 const medianRate = (rounds: Round[]) => median(rounds.map((r) => r.reqPerSec));

@@ -325,6 +325,29 @@ export const variables = {
     default: 100_000,
     description: 'Contacts one user may have; a create past it is 409 (507 over CardDAV), an import that would pass it creates nothing.',
   },
+  IDEMPOTENCY_KEY_HOURS: {
+    type: 'integer',
+    minimum: 24,
+    maximum: 720,
+    default: 24,
+    description:
+      'Hours the answer of a write sent with an `Idempotency-Key` is kept: within them the same key and request get it again, after them the request writes again.',
+  },
+  IDEMPOTENCY_KEYS_PER_USER: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 10_000_000,
+    default: 10_000,
+    description: "`Idempotency-Key`s one user holds; past it that user's oldest are forgotten first (no write is refused for it).",
+  },
+  IDEMPOTENCY_USER_BYTES: {
+    type: 'integer',
+    minimum: 0,
+    maximum: 1_073_741_824,
+    default: 33_554_432,
+    description:
+      "Bytes of stored `Idempotency-Key` answers one user holds; past it that user's oldest keys are forgotten first, never the newest.",
+  },
   NODE_ENV: {
     type: 'string',
     default: 'development',

@@ -75,6 +75,12 @@ export interface AppConfig {
   exportSendTimeoutMs: number;
   /** Contacts one user may have; a create past it is refused (409, or 507 over CardDAV). */
   contactsMaxPerUser: number;
+  /** Hours the answer of a write sent with an Idempotency-Key is sent again for the same key and request. */
+  idempotencyKeyHours: number;
+  /** Idempotency keys one user holds; past it the oldest are forgotten. */
+  idempotencyKeysPerUser: number;
+  /** Bytes of stored Idempotency-Key answers one user holds; past it the oldest are forgotten (never the newest). */
+  idempotencyUserBytes: number;
   /** How long SIGTERM waits for requests in flight before the process exits anyway (non-zero). */
   shutdownTimeoutMs: number;
   /** Days deletions are remembered for incremental sync; older sync tokens are refused (410). */
@@ -328,6 +334,9 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     exportSpoolMaxBytes: values.EXPORT_SPOOL_MAX_BYTES,
     exportSendTimeoutMs: values.EXPORT_SEND_TIMEOUT_MS,
     contactsMaxPerUser: values.CONTACTS_MAX_PER_USER,
+    idempotencyKeyHours: values.IDEMPOTENCY_KEY_HOURS,
+    idempotencyKeysPerUser: values.IDEMPOTENCY_KEYS_PER_USER,
+    idempotencyUserBytes: values.IDEMPOTENCY_USER_BYTES,
     shutdownTimeoutMs: values.SHUTDOWN_TIMEOUT_MS,
     syncTombstoneDays: values.SYNC_TOMBSTONE_DAYS,
     largeOwnerContacts: values.LARGE_OWNER_CONTACTS,

@@ -61,6 +61,7 @@ const EXPOSED_HEADERS = [
   'X-RateLimit-Reset',
   'Content-Disposition',
   'X-Request-Id',
+  'Idempotent-Replayed',
 ];
 
 /**

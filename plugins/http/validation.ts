@@ -73,11 +73,15 @@ export function compileValidator({ schema, httpPart }: { schema: object; httpPar
   return decimalIntegers;
 }
 
-/** `detail` for the first schema violation, naming the field: `body/email must match format "email"`. */
+/**
+ * `detail` for the first schema violation, naming the field: `body/email must match format "email"`.
+ * A header is named as openapi.yaml places it (`in: header`): `header/idempotency-key`.
+ */
 export function formatSchemaError(errors: FastifySchemaValidationError[], dataVar: SchemaErrorDataVar): Error {
+  const part = dataVar === 'headers' ? 'header' : dataVar;
   const [first] = errors;
-  if (!first) return new Error(`${dataVar} is invalid`);
-  const at = `${dataVar}${first.instancePath}`;
+  if (!first) return new Error(`${part} is invalid`);
+  const at = `${part}${first.instancePath}`;
   const params = first.params;
   if (first.keyword === 'required') return new Error(`${at}/${String(params.missingProperty)} is required`);
   if (first.keyword === 'additionalProperties') {

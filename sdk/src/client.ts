@@ -1,5 +1,6 @@
 import createClient, { type Client, type ClientOptions, type Middleware } from 'openapi-fetch';
 import type { paths } from './openapi.js';
+import { idempotencyKeys, type RetryOptions, retryingWrites } from './retries.js';
 
 export type ContactsClient = Client<paths>;
 
@@ -12,6 +13,12 @@ export interface ContactsClientOptions extends Omit<ClientOptions, 'baseUrl'> {
    * `getToken` returns from then on), or null to let the 401 through. Concurrent 401s share one call.
    */
   refresh?: (client: ContactsClient) => Promise<string | null>;
+  /**
+   * How creates and imports, each sent with an `Idempotency-Key`, are retried when their answer
+   * may have been lost (a network error, 502/503/504, 409 in progress); `false` never retries
+   * (the key is still sent). See RetryOptions for the defaults.
+   */
+  retry?: RetryOptions | false;
 }
 
 /** Their 401 means wrong credentials, not an expired access token: never refreshed, never retried. */
@@ -19,16 +26,20 @@ const CREDENTIAL_PATHS: ReadonlySet<string> = new Set<keyof paths>(['/api/auth/l
 
 /**
  * A typed client for the service at `baseUrl`. Each request carries `Authorization: Bearer` from
- * `getToken`; with `options.refresh`, a 401 gets one refresh and one retry.
+ * `getToken`; with `options.refresh`, a 401 gets one refresh and one retry. Creates and imports
+ * carry an `Idempotency-Key` and are retried with it (`options.retry`).
  */
 export function createContactsClient(
   baseUrl: string,
   getToken: TokenGetter = () => null,
   options: ContactsClientOptions = {},
 ): ContactsClient {
-  const { refresh, ...clientOptions } = options;
+  const { refresh, retry = {}, ...clientOptions } = options;
   const client = createClient<paths>({ ...clientOptions, baseUrl });
+  // In this order: every copy a retry sends carries the key, and the retries' copy the token too.
+  client.use(idempotencyKeys());
   client.use(bearerAuth(getToken, refresh && (() => refresh(client))));
+  client.use(retryingWrites(retry === false ? { retries: 0 } : retry));
   return client;
 }
 

@@ -24,4 +24,5 @@ export {
   type SyncStore,
 } from './sync.js';
 export { ApiError } from './errors.js';
+export type { RetryOptions } from './retries.js';
 export type { components, operations, paths } from './openapi.js';

@@ -91,6 +91,7 @@ function ownerCount(ownerId: number): RawBuilder<number> {
  * that first takes the owner's create lock, so one owner's creates count one after another and
  * can never overshoot `max` together; OverQuota (rolled back) when the owner then has more than
  * `max`. Updates and deletes take no lock; a delete that has not committed yet still counts.
+ * Given a transaction (an Idempotency-Key's, which stores its answer with the rows), it runs in it.
  */
 export async function creatingWithin<T>(
   db: Kysely<Database>,
@@ -98,13 +99,14 @@ export async function creatingWithin<T>(
   max: number,
   create: (trx: Kysely<Database>) => Promise<{ result: T; added: number }>,
 ): Promise<T> {
-  return db.transaction().execute(async (trx) => {
+  const counted = async (trx: Kysely<Database>) => {
     await sql`select pg_advisory_xact_lock(${CREATES_LOCK}::integer, ${ownerId}::integer)`.execute(trx);
     const { result, added } = await create(trx);
     const { n } = await trx.selectNoFrom(ownerCount(ownerId).as('n')).executeTakeFirstOrThrow();
     if (n > max) throw new OverQuota(n - added, added);
     return result;
-  });
+  };
+  return db.isTransaction ? counted(db) : db.transaction().execute(counted);
 }
 
 /** The condition of an insert that may skip the create lock: the row's owner has ONE_CONTACT_HEADROOM contacts to spare under `max`. */

@@ -1,5 +1,6 @@
 import { mediaType } from '../../plugins/http/operations.js';
 import { pageHeaders } from '../../plugins/http/pagination.js';
+import { keyedRequest } from '../idempotency/idempotency.service.js';
 import type { OperationHandlers } from '../operation-types.js';
 import * as contacts from './contacts.service.js';
 import * as sync from './sync.service.js';
@@ -7,6 +8,12 @@ import * as transfer from './transfer.service.js';
 
 /** A contact answer: the contact and its strong tag. */
 const tagged = (contact: contacts.Contact) => ({ body: contact, headers: { ETag: contacts.contactTag(contact) } });
+
+/** A create's answer: 201, the contact, its tag and its URL. */
+const created = (contact: contacts.Contact) => {
+  const { body, headers } = tagged(contact);
+  return { status: 201 as const, body, headers: { ...headers, Location: `/api/contacts/${contact.id}` } };
+};
 
 /** Handlers of the contacts operations in openapi.yaml. */
 export const contactsHandlers = {
@@ -17,9 +24,10 @@ export const contactsHandlers = {
   },
 
   async createContact(request) {
-    const contact = await contacts.createContact(request.server, request.userId, request.body);
-    const { body, headers } = tagged(contact);
-    return { status: 201, body, headers: { ...headers, Location: `/api/contacts/${contact.id}` } };
+    const { server, userId, body } = request;
+    const keyed = keyedRequest('createContact', userId, request.headers['idempotency-key'], mediaType(request), body);
+    if (!keyed) return created(await contacts.createContact(server, userId, body));
+    return contacts.createContactOnce(server, keyed, body, created);
   },
 
   async listUpcomingBirthdays(request) {
@@ -48,9 +56,12 @@ export const contactsHandlers = {
   },
 
   async importContacts(request) {
+    const { server, userId, body } = request;
     // The route only takes the types openapi.yaml lists (415 otherwise), so this is one of them.
     const type = mediaType(request) as transfer.ImportType;
-    return { status: 200, body: await transfer.importContacts(request.server, request.userId, type, request.body) };
+    const keyed = keyedRequest('importContacts', userId, request.headers['idempotency-key'], type, body);
+    if (!keyed) return { status: 200, body: await transfer.importContacts(server, userId, type, body) };
+    return transfer.importContactsOnce(server, keyed, type, body);
   },
 
   async getContact(request) {

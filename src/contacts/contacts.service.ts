@@ -2,6 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { listedTags } from '../../plugins/http/conditional.js';
 import { BadRequest, Conflict, NotFound, PreconditionFailed, ValidationFailed } from '../../plugins/http/errors.js';
 import type { components } from '../generated/openapi.js';
+import { type IdempotencyDeps, type KeyedRequest, writeOnce } from '../idempotency/idempotency.service.js';
+import type { OperationResult } from '../operation-types.js';
 import { birthdayWindow } from './birthdays.js';
 import { rewriteCard } from './cards.js';
 import * as repository from './contacts.repository.js';
@@ -113,25 +115,27 @@ async function refusingOverQuota<T>(deps: ContactsDeps, run: (max: number) => Pr
 }
 
 /**
- * Runs `create` within the owner's quota (repository.creatingWithin): exact, as one owner's creates
- * take a lock in turn.
+ * Runs `create` within the owner's quota (repository.creatingWithin) through `db` (the pool, or a
+ * transaction to run in): exact, as one owner's creates take a lock in turn.
  */
 export async function withinQuota<T>(
   deps: ContactsDeps,
+  db: ContactsDeps['db'],
   ownerId: number,
   create: (db: ContactsDeps['db']) => Promise<{ result: T; added: number }>,
   refusal: Refusal = contactLimit,
 ): Promise<T> {
-  return refusingOverQuota(deps, (max) => repository.creatingWithin(deps.db, ownerId, max, create), refusal);
+  return refusingOverQuota(deps, (max) => repository.creatingWithin(db, ownerId, max, create), refusal);
 }
 
-/** Creates one contact by `insert` within the owner's quota; far below it, without the lock (repository.creatingOne). */
+/** Creates one contact by `insert` within the owner's quota, through `db`; far below it, without the lock (repository.creatingOne). */
 function oneWithinQuota<T>(
   deps: ContactsDeps,
+  db: ContactsDeps['db'],
   ownerId: number,
   insert: (db: ContactsDeps['db'], room?: repository.Room) => Promise<T | undefined>,
 ): Promise<T> {
-  return refusingOverQuota(deps, (max) => repository.creatingOne(deps.db, ownerId, max, insert), contactLimit);
+  return refusingOverQuota(deps, (max) => repository.creatingOne(db, ownerId, max, insert), contactLimit);
 }
 
 /** After a committed write: the owner's cached reads all miss from now on. */
@@ -159,19 +163,56 @@ export async function createFromCard(
   card: repository.CardColumns,
   now: Date,
 ): Promise<repository.CardRow> {
-  const row = await oneWithinQuota(deps, ownerId, (db, room) => repository.insertCardContact(db, ownerId, fields, card, now, room));
+  const row = await oneWithinQuota(deps, deps.db, ownerId, (db, room) =>
+    repository.insertCardContact(db, ownerId, fields, card, now, room),
+  );
   if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
   return row;
 }
 
 /** Creates a contact for `ownerId`. */
 export async function createContact(deps: ContactsDeps, ownerId: number, body: ContactCreate): Promise<Contact> {
+  const contact = await insertContact(deps, deps.db, ownerId, body);
+  await contactCreated(deps, ownerId, contact.id);
+  return contact;
+}
+
+/**
+ * A create's insert through `db`: the pool, or the transaction that stores an Idempotency-Key's
+ * answer with the row. The caller calls contactCreated once it committed.
+ */
+async function insertContact(deps: ContactsDeps, db: ContactsDeps['db'], ownerId: number, body: ContactCreate): Promise<Contact> {
   const now = deps.now();
   const fields = applyContactRules(writableFields(body), now);
-  const row = await writing(() => oneWithinQuota(deps, ownerId, (db, room) => repository.insertContact(db, ownerId, fields, now, room)));
-  await invalidate(deps, ownerId);
-  if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
+  const row = await writing(() =>
+    oneWithinQuota(deps, db, ownerId, (db, room) => repository.insertContact(db, ownerId, fields, now, room)),
+  );
   return toContact(row);
+}
+
+/** After a create committed: the owner's cached reads miss, and a sampled id checks for a large owner. */
+async function contactCreated(deps: ContactsDeps, ownerId: number, id: number): Promise<void> {
+  await invalidate(deps, ownerId);
+  if (id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
+}
+
+/**
+ * createContact for a request with an Idempotency-Key (idempotency.service.ts): the insert and
+ * `answerOf` its contact (the 201 as the route sends it) commit together, and a retry gets that
+ * answer again, writing nothing, whatever the quota and the e-mails are by then.
+ */
+export async function createContactOnce(
+  deps: ContactsDeps & IdempotencyDeps,
+  keyed: KeyedRequest<'createContact'>,
+  body: ContactCreate,
+  answerOf: (contact: Contact) => OperationResult<'createContact'>,
+): Promise<OperationResult<'createContact'>> {
+  const { answer, replayed } = await writeOnce(deps, keyed, async (db) => ({
+    answer: answerOf(await insertContact(deps, db, keyed.ownerId, body)),
+    wrote: true,
+  }));
+  if (!replayed) await contactCreated(deps, keyed.ownerId, answer.body.id);
+  return answer;
 }
 
 /** One of the owner's contacts; 404 when it is missing or someone else's. */

@@ -10,6 +10,8 @@ import type { Metrics } from '../../plugins/metrics.js';
 import { WorkerPoolBusy, WorkerTimedOut } from '../../plugins/worker-pool.js';
 import type { components } from '../generated/openapi.js';
 import { operationTable } from '../generated/operations.js';
+import { type IdempotencyDeps, type KeyedRequest, storedAnswer, writeOnce } from '../idempotency/idempotency.service.js';
+import type { OperationResult } from '../operation-types.js';
 import * as repository from './contacts.repository.js';
 import {
   applyContactRules,
@@ -146,6 +148,43 @@ async function openSpool(): Promise<FileHandle> {
  * reports the others by entry number in the wording a create would answer (422 or 409).
  */
 export async function importContacts(deps: ImportDeps, ownerId: number, type: ImportType, body: Uint8Array): Promise<ImportReport> {
+  const report = await writeImport(deps, deps.db, ownerId, await readImport(deps, type, body));
+  await imported(deps, ownerId, report);
+  return report;
+}
+
+/**
+ * importContacts for a request with an Idempotency-Key (idempotency.service.ts): a stored answer is
+ * sent again before the body is read again; otherwise the inserts and the answer commit together
+ * (an import that created nothing stores nothing).
+ */
+export async function importContactsOnce(
+  deps: ImportDeps & IdempotencyDeps,
+  keyed: KeyedRequest<'importContacts'>,
+  type: ImportType,
+  body: Uint8Array,
+): Promise<OperationResult<'importContacts'>> {
+  const stored = await storedAnswer(deps, keyed);
+  if (stored) return stored;
+  const read = await readImport(deps, type, body);
+  const { answer, replayed } = await writeOnce(deps, keyed, async (db) => {
+    const report = await writeImport(deps, db, keyed.ownerId, read);
+    return { answer: { status: 200 as const, body: report }, wrote: report.created > 0 };
+  });
+  if (!replayed) await imported(deps, keyed.ownerId, answer.body);
+  return answer;
+}
+
+/** An import's entries as read and checked: the valid ones to create, and the others' errors. */
+interface ReadImport {
+  now: Date;
+  errors: ImportReport['errors'];
+  valid: { entry: number; email: string }[];
+  contacts: repository.ContactFields[];
+}
+
+/** The entries of an import body, each checked as a create (no database yet); 400 or 413 for a body that is no import. */
+async function readImport(deps: ImportDeps, type: ImportType, body: Uint8Array): Promise<ReadImport> {
   const parsed = await parseBody(deps, { type, body, maxEntries: MAX_IMPORT_ENTRIES + 1 });
   if (!parsed.ok) throw parsed.tooLarge ? new HttpError(413, parsed.detail) : new BadRequest(parsed.detail);
   if (parsed.entries.length > MAX_IMPORT_ENTRIES) throw new HttpError(413, `Too many contacts in one import (max ${MAX_IMPORT_ENTRIES})`);
@@ -167,12 +206,22 @@ export async function importContacts(deps: ImportDeps, ownerId: number, type: Im
       contacts.push(outcome);
     }
   }
+  return { now, errors, valid, contacts };
+}
+
+/**
+ * The valid entries inserted through `db` (the pool, or an Idempotency-Key's transaction) within
+ * the owner's quota, and the answer: entries whose e-mail the owner had already are reported then.
+ */
+async function writeImport(deps: ImportDeps, db: ImportDeps['db'], ownerId: number, read: ReadImport): Promise<ImportReport> {
+  const { now, valid, contacts } = read;
   // Counted whole: an import that would pass the quota writes nothing.
   const inserted =
     contacts.length === 0
       ? new Set<string>()
       : await withinQuota(
           deps,
+          db,
           ownerId,
           async (db) => {
             const emails = await repository.insertContacts(db, ownerId, contacts, now);
@@ -181,17 +230,22 @@ export async function importContacts(deps: ImportDeps, ownerId: number, type: Im
           (max, had, adding) =>
             `The import would take the contacts past the limit of ${max} per user (${had} now, ${adding} new in the file); nothing was imported`,
         );
-  if (inserted.size > 0) {
-    await invalidate(deps, ownerId);
-    deps.largeOwners.check(ownerId);
-  }
+  const errors = [...read.errors];
   for (const { entry, email } of valid) {
     if (!inserted.has(email)) errors.push({ entry, detail: DUPLICATE_EMAIL });
   }
-  const entries = deps.metrics.counter(IMPORT_ENTRIES);
-  entries.inc({ result: 'created' }, inserted.size);
-  entries.inc({ result: 'rejected' }, errors.length);
   return { created: inserted.size, errors: errors.sort((a, b) => a.entry - b.entry) };
+}
+
+/** After an import committed: the owner's caches and the large-owner check when it created any, and the counters. */
+async function imported(deps: ImportDeps, ownerId: number, report: ImportReport): Promise<void> {
+  if (report.created > 0) {
+    await invalidate(deps, ownerId);
+    deps.largeOwners.check(ownerId);
+  }
+  const entries = deps.metrics.counter(IMPORT_ENTRIES);
+  entries.inc({ result: 'created' }, report.created);
+  entries.inc({ result: 'rejected' }, report.errors.length);
 }
 
 /** The entries of an import body, read in place or in the worker pool (503 when it is busy or the time is up). */

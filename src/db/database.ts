@@ -100,6 +100,24 @@ interface AvatarsTable {
   created_at: ColumnType<Date, never, never>;
 }
 
+/** The stored answers of writes sent with an Idempotency-Key (migration 026). */
+interface IdempotencyKeysTable {
+  owner_id: number;
+  /** The operationId: a key belongs to its user and operation. */
+  operation: string;
+  key: string;
+  /** Orders a user's keys by age; a new one for an expired key used again. */
+  id: Generated<number>;
+  /** SHA-256 of the request as idempotency.service.ts canonicalises it. pg reads bytea as a Buffer, PGlite as a Uint8Array. */
+  request_hash: Uint8Array;
+  status: number;
+  headers: ColumnType<Record<string, string | number>, string, string>;
+  /** The answer's JSON text, as it is sent again. */
+  body: string;
+  answer_bytes: number;
+  created_at: Timestamp;
+}
+
 export interface Database {
   users: UsersTable;
   contacts: ContactsTable;
@@ -109,6 +127,7 @@ export interface Database {
   large_owners: LargeOwnersTable;
   avatars: AvatarsTable;
   app_passwords: AppPasswordsTable;
+  idempotency_keys: IdempotencyKeysTable;
 }
 
 declare module 'fastify' {

@@ -378,6 +378,10 @@ export type paths = {
          *     created (here, by import or by CardDAV); a create past it is 409 and writes nothing. The
          *     count is exact: one user's creates are counted one after another, so concurrent creates
          *     never take the user past it.
+         *
+         *     With `Idempotency-Key`, a retry gets the 201 of the first create again (`Idempotent-Replayed:
+         *     true`, the same body, `Location` and `ETag`) and creates nothing; see "Idempotent retries"
+         *     above. The key, its request and the 201 are stored in the insert's own transaction.
          */
         post: operations["createContact"];
         delete?: never;
@@ -491,6 +495,10 @@ export type paths = {
          *     - The quota of `POST /api/contacts/` (`CONTACTS_MAX_PER_USER`, 100,000) counts the import
          *       whole: when the contacts it would create (the valid entries whose e-mail is new) would
          *       take the user past it, the import is 409 and creates nothing, not even the ones that fit.
+         *     - With `Idempotency-Key` (see "Idempotent retries" above), an import that created contacts
+         *       is stored with its answer in the transaction of its inserts, and a retry gets that 200
+         *       again (`Idempotent-Replayed: true`) without the body being read again. An import that
+         *       created none is not stored. A stored answer is at most about 1.2 MB (10,000 entries' errors).
          */
         post: operations["importContacts"];
         delete?: never;
@@ -1161,6 +1169,19 @@ export type components = {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description A body, query, path or header value breaks the schema or a rule stated on it (`detail`
+         *     names the field and the problem), or the `Idempotency-Key` was used before with another
+         *     request. Nothing was written.
+         */
+        KeyedValidationError: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The rate limit is exceeded. */
         TooManyRequests: {
             headers: {
@@ -1274,6 +1295,14 @@ export type components = {
          * @example "k1f3x9q2-1a"
          */
         "If-Match": string;
+        /**
+         * @description Makes a retry of this write safe (see "Idempotent retries" above): 1 to 255 printable ASCII
+         *     characters, compared as sent, belonging to the user and this operation. The same key with
+         *     the same request within 24 hours (`IDEMPOTENCY_KEY_HOURS`) gets the first answer that wrote
+         *     something again, with `Idempotent-Replayed: true`, and writes nothing.
+         * @example 8e03978e-40d5-43e8-bc93-6894a57f9324
+         */
+        "Idempotency-Key": string;
         /** @description The contact's id. */
         contact_id: number;
     };
@@ -1317,6 +1346,11 @@ export type components = {
         "X-RateLimit-Reset": number;
         /** @description Always `no-store`; the answer carries credentials (RFC 6749 §5.1) or a token from the link. */
         "Cache-Control": "no-store";
+        /**
+         * @description Present on a stored answer sent again for a repeated `Idempotency-Key`: nothing was written
+         *     this time. Absent on the answer of the write itself.
+         */
+        "Idempotent-Replayed": "true";
         /** @description Seconds to wait before retrying, at least 1. */
         "Retry-After": number;
     };
@@ -2146,7 +2180,16 @@ export interface operations {
     createContact: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this write safe (see "Idempotent retries" above): 1 to 255 printable ASCII
+                 *     characters, compared as sent, belonging to the user and this operation. The same key with
+                 *     the same request within 24 hours (`IDEMPOTENCY_KEY_HOURS`) gets the first answer that wrote
+                 *     something again, with `Idempotent-Replayed: true`, and writes nothing.
+                 * @example 8e03978e-40d5-43e8-bc93-6894a57f9324
+                 */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -2156,11 +2199,12 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The created contact. */
+            /** @description The created contact; with `Idempotent-Replayed`, the answer of the first create with this key, sent again. */
             201: {
                 headers: {
                     Location: components["headers"]["Location"];
                     ETag: components["headers"]["ETag"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2169,9 +2213,15 @@ export interface operations {
             };
             400: components["responses"]["MalformedJson"];
             401: components["responses"]["NotAuthenticated"];
-            /** @description Another of the user's contacts has this e-mail address (ignoring case), or the user already has `CONTACTS_MAX_PER_USER` contacts. */
+            /**
+             * @description Another of the user's contacts has this e-mail address (ignoring case), or the user
+             *     already has `CONTACTS_MAX_PER_USER` contacts; or a create with this `Idempotency-Key`
+             *     is being written right now (then with `Retry-After`). Nothing was written.
+             */
             409: {
                 headers: {
+                    /** @description With the in-progress answer only; seconds to wait before sending the request again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2180,7 +2230,7 @@ export interface operations {
             };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            422: components["responses"]["ValidationError"];
+            422: components["responses"]["KeyedValidationError"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2323,7 +2373,16 @@ export interface operations {
     importContacts: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this write safe (see "Idempotent retries" above): 1 to 255 printable ASCII
+                 *     characters, compared as sent, belonging to the user and this operation. The same key with
+                 *     the same request within 24 hours (`IDEMPOTENCY_KEY_HOURS`) gets the first answer that wrote
+                 *     something again, with `Idempotent-Replayed: true`, and writes nothing.
+                 * @example 8e03978e-40d5-43e8-bc93-6894a57f9324
+                 */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -2348,12 +2407,13 @@ export interface operations {
             };
         };
         responses: {
-            /** @description What was created, and why the other entries were not. */
+            /** @description What was created, and why the other entries were not; with `Idempotent-Replayed`, the answer of the first import with this key, sent again. */
             200: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2385,17 +2445,18 @@ export interface operations {
                 };
             };
             401: components["responses"]["NotAuthenticated"];
-            /** @description The contacts the import would create would take the user past `CONTACTS_MAX_PER_USER`; nothing was created. */
+            /**
+             * @description The contacts the import would create would take the user past `CONTACTS_MAX_PER_USER`;
+             *     or an import with this `Idempotency-Key` is being written right now (then with
+             *     `Retry-After`). Nothing was created.
+             */
             409: {
                 headers: {
+                    /** @description With the in-progress answer only; seconds to wait before sending the request again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "detail": "The import would take the contacts past the limit of 100000 per user (99990 now, 25 new in the file); nothing was imported"
-                     *     }
-                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2422,7 +2483,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            422: components["responses"]["ValidationError"];
+            422: components["responses"]["KeyedValidationError"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             /**

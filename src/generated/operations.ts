@@ -2366,6 +2366,18 @@ export const operationTable = {
       "201": "application/json"
     },
     "schema": {
+      "headers": {
+        "type": "object",
+        "required": [],
+        "properties": {
+          "idempotency-key": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "pattern": "^[ -~]+$"
+          }
+        }
+      },
       "body": {
         "type": "object",
         "required": [
@@ -2743,6 +2755,18 @@ export const operationTable = {
       "200": "application/json"
     },
     "schema": {
+      "headers": {
+        "type": "object",
+        "required": [],
+        "properties": {
+          "idempotency-key": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "pattern": "^[ -~]+$"
+          }
+        }
+      },
       "body": {
         "binary": true
       },
@@ -4552,9 +4576,9 @@ export interface SuccessHeaders {
   deleteAppPassword: { 204: {  } };
   getAvatar: { 200: { "Cache-Control": string } };
   listContacts: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
-  createContact: { 201: { "Location": components['headers']["Location"]; "ETag": components['headers']["ETag"] } };
+  createContact: { 201: { "Location": components['headers']["Location"]; "ETag": components['headers']["ETag"]; "Idempotent-Replayed"?: components['headers']["Idempotent-Replayed"] } };
   exportContacts: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"]; "Content-Length": string; "Content-Disposition": string } };
-  importContacts: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
+  importContacts: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"]; "Idempotent-Replayed"?: components['headers']["Idempotent-Replayed"] } };
   listUpcomingBirthdays: { 200: { "X-Total-Count": components['headers']["X-Total-Count"]; "X-Per-Page": components['headers']["X-Per-Page"]; "X-Current-Page": components['headers']["X-Current-Page"]; "X-Page-Count": components['headers']["X-Page-Count"]; "Link"?: components['headers']["Link"] } };
   syncContacts: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   getContact: { 200: { "ETag": components['headers']["ETag"] } };

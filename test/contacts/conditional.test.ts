@@ -460,7 +460,7 @@ t.test('a cached page never answers 304 to a tag the current page no longer has'
   }
 });
 
-t.test('CORS exposes ETag, and a preflight allows If-Match and If-None-Match', async (t) => {
+t.test('CORS exposes ETag and Idempotent-Replayed, and a preflight allows If-Match, If-None-Match and Idempotency-Key', async (t) => {
   const origin = 'https://app.example';
   const corsApp = await buildContactsApp(t, { env: { CORS_ORIGINS: origin } });
   const user = await createUser(corsApp);
@@ -495,4 +495,32 @@ t.test('CORS exposes ETag, and a preflight allows If-Match and If-None-Match', a
     .split(/\s*,\s*/);
   t.ok(allowed.includes('if-match'), `If-Match is allowed (${allowed.join(', ')})`);
   t.ok(allowed.includes('if-none-match'), 'and If-None-Match');
+
+  // A browser may send an Idempotency-Key and read whether the answer is a replay.
+  const keyedPreflight = await corsApp.inject({
+    method: 'OPTIONS',
+    url: '/api/contacts/',
+    headers: {
+      origin,
+      'access-control-request-method': 'POST',
+      'access-control-request-headers': 'authorization,content-type,idempotency-key',
+    },
+  });
+  t.equal(keyedPreflight.statusCode, 204);
+  t.ok(
+    String(keyedPreflight.headers['access-control-allow-headers'])
+      .toLowerCase()
+      .split(/\s*,\s*/)
+      .includes('idempotency-key'),
+  );
+  const body = contactBody();
+  await call('POST', '/api/contacts/', body, { origin, 'idempotency-key': 'cors' });
+  const replayed = await call('POST', '/api/contacts/', body, { origin, 'idempotency-key': 'cors' });
+  t.equal(replayed.headers['idempotent-replayed'], 'true');
+  t.ok(
+    String(replayed.headers['access-control-expose-headers'])
+      .split(/\s*,\s*/)
+      .includes('Idempotent-Replayed'),
+    'which CORS exposes',
+  );
 });

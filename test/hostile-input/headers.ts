@@ -100,7 +100,7 @@ function securedRequests(s: Subjects): Omit<HostileCase, 'label'>[] {
 export const headers: Family = {
   name: 'headers',
   about:
-    'Authorization: missing, odd schemes and spacing, alg=none, HS512, wrong secret, expired, wrong typ, sub huge/negative/float/non-string, odd jti, huge; X-Forwarded-For, If-None-Match/If-Match, Accept, Content-Length, Transfer-Encoding junk',
+    'Authorization: missing, odd schemes and spacing, alg=none, HS512, wrong secret, expired, wrong typ, sub huge/negative/float/non-string, odd jti, huge; X-Forwarded-For, If-None-Match/If-Match, Idempotency-Key, Accept, Content-Length, Transfer-Encoding junk',
   cases(s) {
     const cases: HostileCase[] = [];
     for (const [label, value, unauthenticated] of authorizations(s)) {
@@ -162,6 +162,9 @@ export const headers: Family = {
       ['If-None-Match 10k', { 'if-none-match': `"${'x'.repeat(10_000)}"` }],
       ['If-Match *', { 'if-match': '*' }],
       ['If-Match junk', { 'if-match': 'junk, "", W/' }],
+      ['Idempotency-Key empty', { 'idempotency-key': '' }],
+      ['Idempotency-Key 10k', { 'idempotency-key': 'k'.repeat(10_000) }],
+      ['Idempotency-Key non-ASCII', { 'idempotency-key': 'cl\u00e9' }],
       ['If-Modified-Since junk', { 'if-modified-since': 'yesterday' }],
       ['If-Unmodified-Since epoch', { 'if-unmodified-since': 'Thu, 01 Jan 1970 00:00:00 GMT' }],
       ['Range bytes=0-0', { range: 'bytes=0-0' }],

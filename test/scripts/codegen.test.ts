@@ -49,29 +49,33 @@ async function editSpec(dir: string, edit: (spec: any) => void): Promise<void> {
   await writeFile(file, stringify(spec));
 }
 
-t.test('a maxLength changed in openapi.yaml changes what the service accepts, after codegen alone', async (t) => {
-  const attempt = (username: string) => ({ username, email: `${username}@example.com`, password: 'correct-horse-battery' });
+t.test(
+  'a maxLength changed in openapi.yaml changes what the service accepts, after codegen alone (a body field and a header)',
+  async (t) => {
+    const attempt = (username: string) => ({ username, email: `${username}@example.com`, password: 'correct-horse-battery' });
 
-  // Today: a 6-character username is fine.
-  const app = await build(t);
-  const today = await app.inject({ method: 'POST', url: '/api/auth/register', payload: attempt('abcdef') });
-  t.equal(today.statusCode, 201, 'a 6-character username is accepted under maxLength 32');
+    // Today: a 6-character username is fine.
+    const app = await build(t);
+    const today = await app.inject({ method: 'POST', url: '/api/auth/register', payload: attempt('abcdef') });
+    t.equal(today.statusCode, 201, 'a 6-character username is accepted under maxLength 32');
 
-  const dir = await projectCopy(t, ['openapi.yaml', 'package.json', 'tsconfig.json', 'plugins', 'scripts', 'src']);
-  await editSpec(dir, (spec) => {
-    t.equal(spec.components.schemas.Username.maxLength, 32);
-    spec.components.schemas.Username.maxLength = 5;
-  });
-  const stale = await tsx(dir, ['scripts/codegen.ts', '--check']);
-  t.equal(stale.code, 1, 'the CI check notices that the generated files drifted');
-  t.match(stale.stderr, 'Generated files are stale: src/generated/operations.ts.');
-  const codegen = await tsx(dir, ['scripts/codegen.ts']);
-  t.equal(codegen.code, 0, codegen.stderr);
+    const dir = await projectCopy(t, ['openapi.yaml', 'package.json', 'tsconfig.json', 'plugins', 'scripts', 'src']);
+    await editSpec(dir, (spec) => {
+      t.equal(spec.components.schemas.Username.maxLength, 32);
+      spec.components.schemas.Username.maxLength = 5;
+      t.equal(spec.components.parameters['Idempotency-Key'].schema.maxLength, 255);
+      spec.components.parameters['Idempotency-Key'].schema.maxLength = 10;
+    });
+    const stale = await tsx(dir, ['scripts/codegen.ts', '--check']);
+    t.equal(stale.code, 1, 'the CI check notices that the generated files drifted');
+    t.match(stale.stderr, 'Generated files are stale: src/generated/operations.ts.');
+    const codegen = await tsx(dir, ['scripts/codegen.ts']);
+    t.equal(codegen.code, 0, codegen.stderr);
 
-  // The copy's own app, built from its regenerated table, registers the same kind of users.
-  await writeFile(
-    path.join(dir, 'register.ts'),
-    `import { loadConfig } from './plugins/config.js';
+    // The copy's own app, built from its regenerated table, registers the same kind of users.
+    await writeFile(
+      path.join(dir, 'register.ts'),
+      `import { loadConfig } from './plugins/config.js';
 import { buildApp } from './src/app.js';
 const app = await buildApp({ config: await loadConfig() });
 const answers = [];
@@ -79,22 +83,37 @@ for (const payload of JSON.parse(process.argv[2] ?? '[]')) {
   const res = await app.inject({ method: 'POST', url: '/api/auth/register', payload });
   answers.push({ statusCode: res.statusCode, body: res.json() });
 }
+// A header parameter's bound, checked before the create's body.
+const userId = answers.find((answer) => answer.statusCode === 201).body.id;
+const keyed = await app.inject({
+  method: 'POST',
+  url: '/api/contacts/',
+  headers: { authorization: \`Bearer \${app.tokens.sign(userId, 'access', 60)}\`, 'idempotency-key': 'k'.repeat(11) },
+  payload: { first_name: 'Ada', last_name: 'Lovelace', email: 'ada@example.com', phone: '+14155550123', birthday: '1990-12-10' },
+});
+answers.push({ statusCode: keyed.statusCode, body: keyed.json() });
 process.stdout.write(JSON.stringify(answers));
 await app.close();
 `,
-  );
-  const env = { ...process.env, ...(await testEnv(t)) };
-  const result = await tsx(dir, ['register.ts', JSON.stringify([attempt('ghijkl'), attempt('mnopq')])], env);
-  t.equal(result.code, 0, result.stderr);
-  const [sixCharacters, fiveCharacters] = JSON.parse(result.stdout) as { statusCode: number; body: Record<string, unknown> }[];
-  t.same(
-    sixCharacters,
-    { statusCode: 422, body: { detail: 'body/username must NOT have more than 5 characters' } },
-    'a 6-character username is now refused',
-  );
-  t.equal(fiveCharacters?.statusCode, 201, 'a 5-character username still fits');
-  t.equal(fiveCharacters?.body.username, 'mnopq');
-});
+    );
+    const env = { ...process.env, ...(await testEnv(t)) };
+    const result = await tsx(dir, ['register.ts', JSON.stringify([attempt('ghijkl'), attempt('mnopq')])], env);
+    t.equal(result.code, 0, result.stderr);
+    const [sixCharacters, fiveCharacters, longKey] = JSON.parse(result.stdout) as { statusCode: number; body: Record<string, unknown> }[];
+    t.same(
+      sixCharacters,
+      { statusCode: 422, body: { detail: 'body/username must NOT have more than 5 characters' } },
+      'a 6-character username is now refused',
+    );
+    t.equal(fiveCharacters?.statusCode, 201, 'a 5-character username still fits');
+    t.equal(fiveCharacters?.body.username, 'mnopq');
+    t.same(
+      longKey,
+      { statusCode: 422, body: { detail: 'header/idempotency-key must NOT have more than 10 characters' } },
+      'an 11-character Idempotency-Key is now refused',
+    );
+  },
+);
 
 t.test('a handler whose types no longer fit openapi.yaml fails tsc', async (t) => {
   const dir = await projectCopy(t, [

@@ -184,13 +184,14 @@ t.test("the README's examples compile", async (t) => {
   const typecheck = await typechecker(t);
   const readme = await readFile('sdk/README.md', 'utf8');
   const examples = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!);
-  t.equal(examples.length, 5);
+  t.equal(examples.length, 6);
   // Each example in a function of its own, with what the text around it supplies.
   const source = [
     "import { ApiError, createContactsClient, getContactWithTag, login, memorySyncStore, refreshTokens, syncContacts, tokenSession, updateContactIfUnchanged, type ContactsClient } from 'contacts-sdk';",
     'declare const baseUrl: string;',
     'declare const client: ContactsClient;',
     'declare const storage: { get(key: string): Promise<string>; set(key: string, value: string): Promise<void> };',
+    'declare const savedKey: string;',
     ...examples.map((example, i) => `export async function example${i}() {\n${example.replace(/^import .* from 'contacts-sdk';$/m, '')}}`),
   ].join('\n');
   t.same(await typecheck(source), { code: 0, output: '' });

@@ -20,6 +20,7 @@ import * as insertChangeDefault from './021-insert-change-default.js';
 import * as largeOwnerTrigrams from './022-large-owner-trigrams.js';
 import * as oneInsertTrigger from './023-one-insert-trigger.js';
 import * as resetTokenId from './025-reset-token-id.js';
+import * as idempotencyKeys from './026-idempotency-keys.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -44,4 +45,5 @@ export const migrations: Record<string, AppMigration> = {
   '022-large-owner-trigrams': largeOwnerTrigrams,
   '023-one-insert-trigger': oneInsertTrigger,
   '025-reset-token-id': resetTokenId,
+  '026-idempotency-keys': idempotencyKeys,
 };
