@@ -109,7 +109,7 @@ function postLogin(port: number, localAddress: string, username: string, passwor
   });
 }
 
-t.test('a correct login is answered within 2 s while 20 addresses flood the same account with wrong passwords', async (t) => {
+t.test('a correct login is answered 200 while 20 addresses flood the same account with wrong passwords', async (t) => {
   // Production's limits. At cost 8 the guesses still fill the queue of 64 (before the fair queue
   // the login was 503), and a loaded shared machine still has time for the login's own hash.
   const app = await build(t, {
@@ -142,8 +142,9 @@ t.test('a correct login is answered within 2 s while 20 addresses flood the same
   // What is still queued is refused when the app closes; the guesses answered so far are enough.
   stopped = true;
   t.comment(`correct login: ${status} in ${Math.round(ms)} ms; the flood's answers so far: ${JSON.stringify(statuses)}`);
+  // Before the fair queue the flood filled every place and this was 503; how long it takes is
+  // measured by bench/sign-in.ts, not asserted here.
   t.equal(status, 200, 'the owner signs in');
-  t.ok(ms < 2000, `within 2 s (${Math.round(ms)} ms)`);
   t.notOk(statuses[200], 'no guess succeeded');
   t.same(
     Object.keys(statuses).filter((code) => !['401', '429', '503'].includes(code)),
