@@ -124,7 +124,8 @@ function unzip(archive: Buffer): Record<string, Buffer> {
 
 t.test('DELETE /api/users/me: the password is required and checked; a wrong one counts as a failed sign-in', async (t) => {
   const user = await loggedInUser(app);
-  const del = (payload: unknown) => app.inject({ method: 'DELETE', url: '/api/users/me', headers: bearer(user.accessToken), payload });
+  const del = (payload: Record<string, unknown>) =>
+    app.inject({ method: 'DELETE', url: '/api/users/me', headers: bearer(user.accessToken), payload });
   exactly(t, await del({}), 422, 'body/password is required');
   exactly(t, await del({ password: 'not-the-password' }), 403, 'Invalid password');
   t.equal((await get(app, '/api/contacts/', user.accessToken)).statusCode, 200, 'nothing was deleted');
@@ -162,7 +163,7 @@ t.test('DELETE /api/users/me removes everything, everywhere', async (t) => {
   t.equal(res.body, '');
 
   if (app.redisClient) {
-    const keys = await app.redisClient.keys(`${env.REDIS_KEY_PREFIX}*{u${user.id}}*`);
+    const keys = await app.redisClient.keys(`${app.config.redisKeyPrefix}*{u${user.id}}*`);
     t.same(
       keys.filter((key) => !/:g(-node)?$/.test(key)),
       [],
@@ -205,7 +206,7 @@ t.test('DELETE /api/users/me removes everything, everywhere', async (t) => {
 t.test('POST /api/users/me/password: new password, earlier tokens ended on every instance, app passwords kept', async (t) => {
   const user = await loggedInUser(app);
   const appPassword = await makeAppPassword(user, 'laptop');
-  const change = (payload: unknown, token = user.accessToken) =>
+  const change = (payload: Record<string, unknown>, token = user.accessToken) =>
     app.inject({ method: 'POST', url: '/api/users/me/password', headers: bearer(token), payload });
   exactly(t, await change({ current_password: user.password }), 422, 'body/new_password is required');
   exactly(t, await change({ new_password: 'a-new-password' }), 422, 'body/current_password is required');
