@@ -305,3 +305,16 @@ t.test('an account with nothing but a profile exports empty files and no avatar'
   t.equal(entries['contacts.json']!.toString(), '[]');
   t.equal(entries['app-passwords.json']!.toString(), '[]');
 });
+
+t.test('a write whose token was checked just before the account went is 401, never 500', async (t) => {
+  const user = await loggedInUser(app);
+  t.equal((await get(app, '/api/contacts/', user.accessToken)).statusCode, 200, 'the token is checked, its cut-off remembered');
+  // Gone without the announcement a deletion makes: as a deletion committing between a request's check and its write.
+  await app.db.deleteFrom('users').where('id', '=', user.id).execute();
+  exactly(
+    t,
+    await app.inject({ method: 'POST', url: '/api/contacts/', headers: bearer(user.accessToken), payload: CONTACTS[0] }),
+    401,
+    'Not authenticated',
+  );
+});
