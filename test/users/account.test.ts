@@ -318,3 +318,47 @@ t.test('a write whose token was checked just before the account went is 401, nev
     'Not authenticated',
   );
 });
+
+t.test(
+  'deletion and password change share a bucket of 5 a minute per user (RATE_LIMIT_ACCOUNT_PER_MIN); bodies over 4 KiB are 413',
+  async (t) => {
+    const limited = await buildAccountsApp(t, { env: { RATE_LIMIT_ACCOUNT_PER_MIN: undefined } });
+    const user = await loggedInUser(limited);
+    const other = await loggedInUser(limited);
+    const send = (method: 'POST' | 'DELETE', url: string, token: string, payload: Record<string, unknown>) =>
+      limited.inject({ method, url, headers: bearer(token), payload });
+    exactly(
+      t,
+      await send('POST', '/api/users/me/password', user.accessToken, {
+        current_password: 'x'.repeat(4096),
+        new_password: 'a-new-password',
+      }),
+      413,
+      'Request body is too large',
+    );
+    for (let i = 0; i < 2; i++) {
+      exactly(
+        t,
+        await send('POST', '/api/users/me/password', user.accessToken, { current_password: 'wrong', new_password: 'a-new-password' }),
+        403,
+        'Invalid password',
+      );
+    }
+    const last = await send('DELETE', '/api/users/me', user.accessToken, { password: 'wrong' });
+    exactly(t, last, 403, 'Invalid password');
+    t.equal(last.headers['x-ratelimit-limit'], '5');
+    t.equal(last.headers['x-ratelimit-remaining'], '1', 'the 413 counted too: the bucket counts each request as it arrives');
+    await send('DELETE', '/api/users/me', user.accessToken, { password: 'wrong' });
+    const refused = await send('DELETE', '/api/users/me', user.accessToken, { password: user.password });
+    t.equal(refused.statusCode, 429);
+    const retry = Number(refused.headers['retry-after']);
+    t.ok(retry >= 1 && retry <= 60);
+    t.equal(refused.body, JSON.stringify({ detail: `Rate limit exceeded, retry in ${retry} seconds` }));
+    t.equal((await get(limited, '/api/contacts/', user.accessToken)).statusCode, 200, 'nothing was deleted');
+    t.equal(
+      (await send('DELETE', '/api/users/me', other.accessToken, { password: other.password })).statusCode,
+      204,
+      'another user has a bucket of their own',
+    );
+  },
+);
