@@ -29,6 +29,11 @@ export interface AnswerCache {
   write(userId: number, key: string, generation: number, answer: CachedAnswer, ttlMs: number): Promise<void>;
   /** After a committed write by the user: all of their cached answers miss from now on. */
   invalidate(userId: number): Promise<void>;
+  /**
+   * The account is gone: its answers miss from now on, as after a write, and are deleted from
+   * Redis and this process (other processes' copies can no longer be read, and expire).
+   */
+  forget(userId: number): Promise<void>;
 }
 
 declare module 'fastify' {
@@ -66,6 +71,8 @@ interface AnswerMemory {
   get(userId: number, key: string): Remembered | undefined;
   /** Keeps the answer for `ttlMs` unless that would take the user past `userBytes`. */
   set(userId: number, key: string, generation: number, answer: CachedAnswer, ttlMs: number): void;
+  /** Drops every answer of the user (one pass over the keys: an account deletion is rare). */
+  forget(userId: number): void;
   stop(): void;
 }
 
@@ -97,6 +104,10 @@ function answerMemory(limits: CacheLimits): AnswerMemory {
       answers.set(`${userId} ${key}`, { userId, generation, answer, size }, { ttl: ttlMs });
       if (answers.has(`${userId} ${key}`)) usage.set(userId, (usage.get(userId) ?? 0) + size);
     },
+    forget(userId) {
+      const prefix = `${userId} `;
+      for (const key of [...answers.keys()].filter((key) => key.startsWith(prefix))) answers.delete(key);
+    },
     stop: () => clearInterval(purge),
   };
 }
@@ -122,6 +133,10 @@ export function memoryCache(limits: CacheLimits): AnswerCache & { stop: () => vo
     },
     async invalidate(userId) {
       generations.set(userId, generationOf(userId) + 1);
+    },
+    async forget(userId) {
+      generations.set(userId, generationOf(userId) + 1);
+      answers.forget(userId);
     },
     stop: () => answers.stop(),
   };
@@ -261,6 +276,19 @@ export function redisCache(
     return bypassUntil.has(userId);
   };
 
+  async function invalidate(userId: number): Promise<void> {
+    try {
+      await redis.cacheInvalidate(`${userKey(userId)}g`, `${userKey(userId)}g-node`, firstGeneration(now()));
+      outage.answered();
+    } catch (error) {
+      outage.failed(error);
+      bypassUntil.delete(userId);
+      bypassUntil.set(userId, now() + MAX_TTL_MS);
+      // The outage is already said once; each user it touches is detail.
+      log.debug({ userId }, 'cache invalidation failed; bypassing the cache for this user for an hour');
+    }
+  }
+
   return {
     async read(userId, key) {
       if (bypassed(userId)) return { answer: undefined, generation: null };
@@ -311,16 +339,17 @@ export function redisCache(
         outage.failed(error);
       }
     },
-    async invalidate(userId) {
+    invalidate,
+    async forget(userId) {
+      await invalidate(userId);
+      nearby.forget(userId);
+      // The ledger names every answer stored (each entry is "size key"); all share the user's slot.
       try {
-        await redis.cacheInvalidate(`${userKey(userId)}g`, `${userKey(userId)}g-node`, firstGeneration(now()));
-        outage.answered();
+        const ledger = `${userKey(userId)}ledger`;
+        const answers = (await redis.zrange(ledger, 0, -1)).map((entry) => entry.slice(entry.indexOf(' ') + 1));
+        await redis.del(...answers, ledger, `${userKey(userId)}bytes`);
       } catch (error) {
         outage.failed(error);
-        bypassUntil.delete(userId);
-        bypassUntil.set(userId, now() + MAX_TTL_MS);
-        // The outage is already said once; each user it touches is detail.
-        log.debug({ userId }, 'cache invalidation failed; bypassing the cache for this user for an hour');
       }
     },
     stop: () => nearby.stop(),

@@ -290,6 +290,13 @@ export const variables = {
     default: 5,
     description: 'App password creations a minute per user (each checks the account password).',
   },
+  RATE_LIMIT_ACCOUNT_PER_MIN: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1_000_000,
+    default: 5,
+    description: 'Account deletions and password changes a minute per user, together (each checks the account password).',
+  },
   EXPORT_CONCURRENT_PER_USER: {
     type: 'integer',
     minimum: 1,

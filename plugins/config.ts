@@ -65,6 +65,7 @@ export interface AppConfig {
   rateLimitAvatarPerMin: number;
   /** App password creations a minute per user. */
   rateLimitAppPasswordPerMin: number;
+  rateLimitAccountPerMin: number;
   /** Exports one user may have in flight (spooling or sending) in one instance; past it 429. */
   exportConcurrentPerUser: number;
   /** Exports in flight in one instance; past it 503. */
@@ -329,6 +330,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     rateLimitSyncPerMin: values.RATE_LIMIT_SYNC_PER_MIN,
     rateLimitAvatarPerMin: values.RATE_LIMIT_AVATAR_PER_MIN,
     rateLimitAppPasswordPerMin: values.RATE_LIMIT_APP_PASSWORD_PER_MIN,
+    rateLimitAccountPerMin: values.RATE_LIMIT_ACCOUNT_PER_MIN,
     exportConcurrentPerUser: values.EXPORT_CONCURRENT_PER_USER,
     exportConcurrentPerInstance: values.EXPORT_CONCURRENT_PER_INSTANCE,
     exportSpoolMaxBytes: values.EXPORT_SPOOL_MAX_BYTES,

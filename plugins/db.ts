@@ -200,6 +200,16 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   return false;
 }
 
+/**
+ * Whether a write referred to a user who is no longer there (SQLSTATE 23503 on a foreign key to
+ * `users`, by the naming of the migrations: `<table>_user_id_fkey`, `<table>_owner_id_fkey`): the
+ * account was deleted while a request of its own was under way.
+ */
+export function referencedUserGone(error: unknown): boolean {
+  const { code, constraint } = (error ?? {}) as { code?: unknown; constraint?: unknown };
+  return code === '23503' && typeof constraint === 'string' && /_(user|owner)_id_fkey$/.test(constraint);
+}
+
 /** The unique index a row violated (SQLSTATE 23505: a duplicate, even one racing ours); null for any other error. */
 export function violatedUniqueIndex(error: unknown): string | null {
   const { code, constraint } = (error ?? {}) as { code?: unknown; constraint?: unknown };

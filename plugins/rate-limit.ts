@@ -28,6 +28,7 @@ const RATE_LIMITED = {
     { limit: 'sync' },
     { limit: 'avatar' },
     { limit: 'app-password' },
+    { limit: 'account' },
   ],
 } as const;
 
@@ -54,9 +55,9 @@ interface Count {
  * OOM): a fixed one-minute window per bucket, as the store counts. Each instance then allows the
  * limit on its own, so N instances allow N times it, but nobody is unlimited.
  */
-function fallbackCounter(now: () => number = Date.now): (bucket: Bucket) => Count {
+function fallbackCounter(now: () => number = Date.now): { count: (bucket: Bucket) => Count; forget: (key: string) => void } {
   const windows = new LRUCache<string, { count: number; endsAt: number }>({ max: FALLBACK_BUCKETS });
-  return ({ key, max }) => {
+  const count = ({ key, max }: Bucket): Count => {
     const at = now();
     let window = windows.get(key);
     if (!window || window.endsAt <= at) window = { count: 0, endsAt: at + WINDOW_MS };
@@ -65,6 +66,7 @@ function fallbackCounter(now: () => number = Date.now): (bucket: Bucket) => Coun
     const remaining = Math.max(0, max - window.count);
     return { max, remaining, ttlInSeconds: Math.ceil((window.endsAt - at) / 1000), isAllowed: false, isExceeded: window.count > max };
   };
+  return { count, forget: (key) => windows.delete(key) };
 }
 
 function setHeaders(reply: FastifyReply, state: Pick<Count, 'max' | 'remaining' | 'ttlInSeconds'>): void {
@@ -123,6 +125,12 @@ declare module 'fastify' {
     countFailedSignIn(request: FastifyRequest, reply: FastifyReply): Promise<void>;
     /** Counts a signed-in request outside `/api` (a CardDAV sync) against the user's bucket, as an operation naming it does. */
     countPerUser(request: FastifyRequest, reply: FastifyReply, bucket: PerUserBucket, userId: number): Promise<void>;
+    /**
+     * Drops the user's per-user counters (an account deleted): in Redis, for every instance, and in
+     * this process's fallback. The library's own in-process store (no Redis) has no way to drop a key;
+     * its windows end within a minute, and user ids are never given out again.
+     */
+    forgetUserCounts(userId: number): Promise<void>;
   }
 }
 
@@ -142,6 +150,7 @@ export default fp(
       sync: app.config.rateLimitSyncPerMin,
       avatar: app.config.rateLimitAvatarPerMin,
       'app-password': app.config.rateLimitAppPasswordPerMin,
+      account: app.config.rateLimitAccountPerMin,
     };
     const buckets = new WeakMap<FastifyRequest, Bucket>();
     const perUser = (bucket: PerUserBucket, userId: number | string): Bucket => ({
@@ -196,7 +205,7 @@ export default fp(
       { down: 'rate-limit store unavailable; counting in this process', up: 'rate-limit store reachable again' },
       1_000,
     );
-    const countHere = fallbackCounter();
+    const { count: countHere, forget: forgetHere } = fallbackCounter();
 
     /** Counts the request in `bucket`. */
     async function countIn(request: FastifyRequest, bucket: Bucket): Promise<Awaited<ReturnType<typeof count>> | Count> {
@@ -241,6 +250,14 @@ export default fp(
     app.decorate('countPerUser', (request: FastifyRequest, reply: FastifyReply, bucket: PerUserBucket, userId: number) =>
       countInEach(request, reply, [perUser(bucket, userId)]),
     );
+    app.decorate('forgetUserCounts', async (userId: number) => {
+      const keys = (Object.keys(perUserMax) as PerUserBucket[]).map((bucket) => perUser(bucket, userId).key);
+      keys.forEach(forgetHere);
+      // One slot on a Redis Cluster: every key carries the user's tag.
+      await app.redisClient?.del(...keys.map((key) => `${redisKeyPrefix}rate-limit:${key}`)).catch((err: unknown) => {
+        app.log.warn({ err, userId }, 'rate-limit counters of a deleted account not dropped; they end within a minute');
+      });
+    });
   },
   { name: 'rate-limit', dependencies: ['config', 'redis', 'auth', 'metrics'], fastify: '5.x' },
 );

@@ -174,7 +174,7 @@ async function main(): Promise<void> {
     const listing = (await must('tar', 'tar', ['-tzf', tarball], { cwd: work })).split('\n').filter(Boolean).sort();
     const expected = ['package/README.md', 'package/package.json']
       .concat(
-        ['auth', 'client', 'conditional', 'errors', 'index', 'openapi', 'retries', 'sync'].flatMap((name) => [
+        ['account', 'auth', 'client', 'conditional', 'errors', 'index', 'openapi', 'retries', 'sync'].flatMap((name) => [
           `package/dist/${name}.d.ts`,
           `package/dist/${name}.js`,
         ]),

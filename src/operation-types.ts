@@ -23,8 +23,8 @@ type SuccessStatus<K extends OperationId> = keyof SuccessHeaders[K] & keyof Oper
 type ResponseBody<K extends OperationId, S extends SuccessStatus<K>> = Operation<K>['responses'][S] extends { content: infer C }
   ? Sendable<C[keyof C]>
   : undefined;
-/** A text body may also be a stream of that text (an export): Fastify sends it as it comes. */
-type Sendable<B> = [B] extends [string] ? B | Readable : B;
+/** A text or binary body may also be a stream of it (an export): Fastify sends it as it comes. */
+type Sendable<B> = [B] extends [string] ? B | Readable : [B] extends [Uint8Array] ? B | Readable : B;
 type HeadersOf<H> = object extends H ? { headers?: H } : { headers: H };
 
 /** One success response of operation K: its status, its body and the headers the spec makes the handler set. */

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { isDatabaseUnavailable } from '../db.js';
-import { HttpError } from './errors.js';
+import { isDatabaseUnavailable, referencedUserGone } from '../db.js';
+import { HttpError, Unauthorized } from './errors.js';
 
 /** Seconds a client is asked to wait when the database is away (a restart takes a few). */
 const DATABASE_RETRY_AFTER_S = 5;
@@ -41,6 +41,11 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
       .code(503)
       .header('retry-after', DATABASE_RETRY_AFTER_S)
       .send({ detail: 'Service unavailable: the database is not reachable' });
+  }
+  // Its token was checked before the account was deleted: the user is gone, as any later request learns.
+  if (referencedUserGone(error)) {
+    const gone = new Unauthorized();
+    return reply.code(gone.statusCode).headers(gone.headers).send({ detail: gone.message });
   }
   request.log.error({ err: error }, 'unhandled error');
   return reply.code(500).send({ detail: 'Internal Server Error' });

@@ -1,6 +1,7 @@
 /** Typed client for the Contacts service: openapi-fetch over the service's own OpenAPI types. */
 export { createContactsClient, type ContactsClient, type ContactsClientOptions, type TokenGetter } from './client.js';
 export { login, refreshTokens, tokenSession, type LoginForm, type TokenPair, type TokenResult, type TokenSession } from './auth.js';
+export { changePassword, deleteAccount, exportAccount } from './account.js';
 export {
   deleteContactIfUnchanged,
   getContactWithTag,

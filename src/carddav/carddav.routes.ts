@@ -19,7 +19,7 @@ import { ContactQuotaExceeded } from '../contacts/contacts.service.js';
 import { findUserById } from '../users/users.repository.js';
 import { verifyAppPassword } from '../users/app-passwords.service.js';
 import { compileFilter, FilterRefused } from './address-data.js';
-import { davErrorHandler, DavError, sendDavError, shortened } from './errors.js';
+import { BASIC_CHALLENGE, davErrorHandler, DavError, sendDavError, shortened } from './errors.js';
 import {
   bookProperties,
   boundedNames,
@@ -73,7 +73,6 @@ declare module 'fastify' {
 const EXTRA_METHODS = METHODS.filter((method) => method !== 'CONNECT');
 /** What the well-known URI answers (RFC 6764 §5); any other method is 405. */
 const WELL_KNOWN_ALLOWED = ['OPTIONS', 'GET', 'HEAD', 'PROPFIND'];
-const BASIC_CHALLENGE = 'Basic realm="contacts", charset="UTF-8"';
 const MAX_CARD_OCTETS = 262_144;
 /** A multiget's href is echoed in its response: far above any path of this face, far below the body limit. */
 const MAX_HREF_CHARS = 4096;

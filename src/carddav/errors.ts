@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError } from '../../plugins/http/errors.js';
-import { isDatabaseUnavailable } from '../../plugins/db.js';
+import { isDatabaseUnavailable, referencedUserGone } from '../../plugins/db.js';
 import { DAV, type PropertyName, qualified, xmlDocument, type XmlNode, xmlText } from './xml.js';
 
 /** A precondition or postcondition element of a `D:error` body (RFC 4918 §16), optionally holding hrefs. */
@@ -21,6 +21,8 @@ export class DavError extends Error {
 }
 
 export const XML_TYPE = 'application/xml; charset=utf-8';
+/** The challenge of every 401 on the CardDAV face: HTTP Basic with an app password. */
+export const BASIC_CHALLENGE = 'Basic realm="contacts", charset="UTF-8"';
 
 const QUOTED_MAX_CHARS = 64;
 
@@ -90,6 +92,10 @@ export function davErrorHandler(error: FastifyError | Error, request: FastifyReq
       reply,
       new DavError(503, 'Service unavailable: the database is not reachable', undefined, { 'Retry-After': DATABASE_RETRY_AFTER_S }),
     );
+  }
+  // Signed in before the account was deleted: the user is gone, as any later request learns.
+  if (referencedUserGone(error)) {
+    return sendDavError(reply, new DavError(401, 'Not authenticated', undefined, { 'WWW-Authenticate': BASIC_CHALLENGE }));
   }
   request.log.error({ err: error }, 'unhandled error');
   return sendDavError(reply, new DavError(500, 'Internal Server Error'));

@@ -136,7 +136,7 @@ export async function exportContacts(
 }
 
 /** A private temporary file, already unlinked: the open handle keeps it, and nothing is left behind however the export ends. */
-async function openSpool(): Promise<FileHandle> {
+export async function openSpool(): Promise<FileHandle> {
   const spoolPath = path.join(os.tmpdir(), `contacts-export-${randomUUID()}`);
   const spool = await open(spoolPath, 'wx+', 0o600);
   await unlink(spoolPath);

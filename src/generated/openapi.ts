@@ -217,6 +217,95 @@ export type paths = {
         get: operations["getCurrentUser"];
         put?: never;
         post?: never;
+        /**
+         * Delete the account and everything it holds
+         * @description Deletes the account, with the account password as proof (`password`, the one login takes):
+         *     an access token alone does not delete anything. A wrong password is 403 `Invalid password`
+         *     and counts as a failed sign-in of the account, as a wrong login does (the per-account limit
+         *     of `POST /api/auth/login`, whose 429 applies here too); the check waits in the password
+         *     queue as a login does.
+         *
+         *     In one database transaction: the user, every contact and its stored card, the sync
+         *     tombstones and horizon, the contact counts, the avatar, the app passwords and the stored
+         *     `Idempotency-Key` answers. Then, before the answer: the account's cached answers are
+         *     dropped, its per-user rate-limit counters and failed sign-in counts cleared, and every
+         *     instance told that its tokens are gone. From the answer on, on every instance, every access
+         *     and refresh token of the account is 401, every app password is refused on `/dav`, and the
+         *     avatar URL is 404 (caches that kept the image may show it until its `max-age`, one hour,
+         *     ends). The username and e-mail address can be registered again at once. A mail tells the
+         *     address that the account was deleted. `docs/accounts.md` lists every place the account's
+         *     data lived.
+         *
+         *     Bounds: 5 requests a minute per user for this and `POST /api/users/me/password` together
+         *     (`RATE_LIMIT_ACCOUNT_PER_MIN`), each checking a password hash; the body is at most 4 KiB.
+         */
+        delete: operations["deleteAccount"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/me/password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change the password while signed in
+         * @description Sets `new_password` when `current_password` is the account password. `new_password` obeys
+         *     the register rules (8 to 72 bytes in UTF-8; 422 naming `body/new_password`). A wrong
+         *     `current_password` is 403 `Invalid password` and counts as a failed sign-in of the account,
+         *     as a wrong login does (its 429 applies here too).
+         *
+         *     Other sessions end: the stored refresh token is revoked and every access token issued
+         *     before the change is 401 from the answer on, on every instance, as after a password reset
+         *     (the caller's own included: log in again with the new password, which works at once; the
+         *     old one is 401). App passwords stay. A mail tells the account's address that the password
+         *     was changed.
+         *
+         *     Bounds: 5 requests a minute per user for this and `DELETE /api/users/me` together
+         *     (`RATE_LIMIT_ACCOUNT_PER_MIN`), each checking one password hash and making another; the
+         *     body is at most 4 KiB.
+         */
+        post: operations["changePassword"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/me/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Everything the account holds, as one ZIP archive
+         * @description One `application/zip` file (deflate) holding:
+         *     - `profile.json`: the user, as `GET /api/users/me` gives it;
+         *     - `contacts.vcf`: every contact, as `GET /api/contacts/export?format=vcard` gives it (vCard 4.0);
+         *     - `contacts.json`: every contact as `GET /api/contacts/` gives them (id order), all pages in one JSON array;
+         *     - `app-passwords.json`: the app passwords as `GET /api/users/me/app-passwords` lists them
+         *       (names and dates, never a secret or its hash);
+         *     - `avatar.webp`: the avatar, when there is one.
+         *
+         *     Built as the contacts export is: the contacts are read in batches from one snapshot into
+         *     temporary files, the archive written from them into another, and that sent with its
+         *     `Content-Length`, so memory stays flat at any count and a database failure is a 503, never a
+         *     cut-off archive. It counts in the export bucket and the export slots exactly as
+         *     `GET /api/contacts/export` does (10 a minute per user, `RATE_LIMIT_EXPORT_PER_MIN`; 2 in
+         *     flight per user and 8 per instance; 4 GiB of spool per instance; cut after 30 s without a
+         *     byte taken).
+         */
+        get: operations["exportAccount"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -855,6 +944,23 @@ export type components = {
              */
             is_verified: boolean;
         };
+        AccountDeletion: {
+            /**
+             * Format: password
+             * @description The account password (the one login takes), checked as login checks it.
+             * @example correct-horse-battery
+             */
+            password: string;
+        };
+        PasswordChange: {
+            /**
+             * Format: password
+             * @description The account password now (the one login takes), checked as login checks it.
+             * @example correct-horse-battery
+             */
+            current_password: string;
+            new_password: components["schemas"]["Password"];
+        };
         AppPasswordRequest: {
             /**
              * @description What the password is for (a device); surrounding white space is removed first, then 1 to 100 characters.
@@ -1197,6 +1303,37 @@ export type components = {
                  *       "detail": "Rate limit exceeded, retry in 42 seconds"
                  *     }
                  */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The password sent is not the account password. */
+        InvalidPassword: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "detail": "Invalid password"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The user's `RATE_LIMIT_ACCOUNT_PER_MIN` is spent (`Rate limit exceeded, retry in N seconds`,
+         *     with the `X-RateLimit-*` headers), or the account has had too many wrong passwords from this
+         *     address (as on `POST /api/auth/login`).
+         */
+        AccountTooManyRequests: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -1752,6 +1889,139 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AccountDeletion"];
+            };
+        };
+        responses: {
+            /** @description The account and everything it held are gone. */
+            204: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["MalformedJson"];
+            401: components["responses"]["NotAuthenticated"];
+            403: components["responses"]["InvalidPassword"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationError"];
+            429: components["responses"]["AccountTooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    changePassword: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasswordChange"];
+            };
+        };
+        responses: {
+            /** @description The password is changed; earlier tokens are ended. */
+            204: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["MalformedJson"];
+            401: components["responses"]["NotAuthenticated"];
+            403: components["responses"]["InvalidPassword"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationError"];
+            429: components["responses"]["AccountTooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    exportAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archive. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    /** @description The archive's size in bytes. */
+                    "Content-Length": number;
+                    /** @description Always `attachment; filename="account.zip"`. */
+                    "Content-Disposition": "attachment; filename=\"account.zip\"";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": Uint8Array;
+                };
+            };
+            401: components["responses"]["NotAuthenticated"];
+            422: components["responses"]["ValidationError"];
+            /**
+             * @description The user's `RATE_LIMIT_EXPORT_PER_MIN` is spent (with the `X-RateLimit-*` headers), or
+             *     they already have `EXPORT_CONCURRENT_PER_USER` exports in flight on this instance.
+             */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            /**
+             * @description The database is not reachable, or this instance has `EXPORT_CONCURRENT_PER_INSTANCE`
+             *     exports in flight, or the archive would take its spool files past
+             *     `EXPORT_SPOOL_MAX_BYTES`. Retry after `Retry-After` seconds.
+             */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Too many exports in progress on this instance; try again later"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     putAvatar: {

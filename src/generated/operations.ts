@@ -1257,6 +1257,392 @@ export const operationTable = {
       }
     }
   },
+  "deleteAccount": {
+    "method": "DELETE",
+    "url": "/api/users/me",
+    "secured": true,
+    "rateLimit": {
+      "scope": "per-user",
+      "bucket": "account"
+    },
+    "cacheTtl": null,
+    "weakEtag": false,
+    "requestContentTypes": [
+      "application/json"
+    ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": 4096,
+    "trimmedBodyFields": [],
+    "successContentTypes": {
+      "204": null
+    },
+    "schema": {
+      "body": {
+        "type": "object",
+        "required": [
+          "password"
+        ],
+        "additionalProperties": false,
+        "properties": {
+          "password": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1024,
+            "format": "password"
+          }
+        }
+      },
+      "response": {
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "403": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "413": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "415": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "429": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
+  "changePassword": {
+    "method": "POST",
+    "url": "/api/users/me/password",
+    "secured": true,
+    "rateLimit": {
+      "scope": "per-user",
+      "bucket": "account"
+    },
+    "cacheTtl": null,
+    "weakEtag": false,
+    "requestContentTypes": [
+      "application/json"
+    ],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": 4096,
+    "trimmedBodyFields": [],
+    "successContentTypes": {
+      "204": null
+    },
+    "schema": {
+      "body": {
+        "type": "object",
+        "required": [
+          "current_password",
+          "new_password"
+        ],
+        "additionalProperties": false,
+        "properties": {
+          "current_password": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1024,
+            "format": "password"
+          },
+          "new_password": {
+            "type": "string",
+            "minLength": 8,
+            "maxLength": 72,
+            "format": "password"
+          }
+        }
+      },
+      "response": {
+        "400": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "403": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "413": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "415": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "429": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
+  "exportAccount": {
+    "method": "GET",
+    "url": "/api/users/me/export",
+    "secured": true,
+    "rateLimit": {
+      "scope": "per-user",
+      "bucket": "export"
+    },
+    "cacheTtl": null,
+    "weakEtag": false,
+    "requestContentTypes": [],
+    "binaryContentTypes": [],
+    "fileFields": [],
+    "bodyLimit": null,
+    "trimmedBodyFields": [],
+    "successContentTypes": {
+      "200": "application/zip"
+    },
+    "schema": {
+      "response": {
+        "401": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "422": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "429": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "500": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        },
+        "503": {
+          "type": "object",
+          "required": [
+            "detail"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "detail": {
+              "type": "string"
+            }
+          }
+        }
+      }
+    }
+  },
   "putAvatar": {
     "method": "PUT",
     "url": "/api/users/me/avatar",
@@ -4569,6 +4955,9 @@ export interface SuccessHeaders {
   forgotPassword: { 202: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   resetPassword: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   getCurrentUser: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
+  deleteAccount: { 204: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
+  changePassword: { 204: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
+  exportAccount: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"]; "Content-Length": string; "Content-Disposition": string } };
   putAvatar: { 200: { "X-RateLimit-Limit"?: components['headers']["X-RateLimit-Limit"]; "X-RateLimit-Remaining"?: components['headers']["X-RateLimit-Remaining"]; "X-RateLimit-Reset"?: components['headers']["X-RateLimit-Reset"] } };
   deleteAvatar: { 204: {  } };
   listAppPasswords: { 200: {  } };
@@ -4604,6 +4993,9 @@ export interface DefaultedQuery {
   forgotPassword: never;
   resetPassword: never;
   getCurrentUser: never;
+  deleteAccount: never;
+  changePassword: never;
+  exportAccount: never;
   putAvatar: never;
   deleteAvatar: never;
   listAppPasswords: never;

@@ -171,6 +171,37 @@ export const schemaFields = {
     "sortable": [],
     "searched": []
   },
+  "AccountDeletion": {
+    "properties": [
+      "password"
+    ],
+    "writable": [
+      "password"
+    ],
+    "kinds": {
+      "password": "text"
+    },
+    "filters": {},
+    "sortable": [],
+    "searched": []
+  },
+  "PasswordChange": {
+    "properties": [
+      "current_password",
+      "new_password"
+    ],
+    "writable": [
+      "current_password",
+      "new_password"
+    ],
+    "kinds": {
+      "current_password": "text",
+      "new_password": "text"
+    },
+    "filters": {},
+    "sortable": [],
+    "searched": []
+  },
   "AppPasswordRequest": {
     "properties": [
       "name",

@@ -103,7 +103,7 @@ export async function createAppPassword(
 }
 
 /** The user's app passwords, without the passwords. */
-export async function listAppPasswords(deps: AppPasswordDeps, userId: number): Promise<AppPassword[]> {
+export async function listAppPasswords(deps: Pick<AppPasswordDeps, 'db'>, userId: number): Promise<AppPassword[]> {
   return (await repository.listAppPasswords(deps.db, userId)).map(listed);
 }
 

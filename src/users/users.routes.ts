@@ -1,5 +1,7 @@
 import { clientOf } from '../../plugins/rate-limit.js';
 import type { OperationHandlers } from '../operation-types.js';
+import * as account from './account.service.js';
+import { exportAccount } from './account-export.js';
 import * as appPasswords from './app-passwords.service.js';
 import * as users from './users.service.js';
 
@@ -7,6 +9,29 @@ import * as users from './users.service.js';
 export const usersHandlers = {
   async getCurrentUser(request) {
     return { status: 200, body: await users.getCurrentUser(request.server, request.userId) };
+  },
+
+  async deleteAccount(request) {
+    await account.deleteAccount(request.server, request.userId, request.body.password, clientOf(request));
+    return { status: 204, body: undefined };
+  },
+
+  async changePassword(request) {
+    await account.changePassword(request.server, request.userId, request.body, clientOf(request));
+    return { status: 204, body: undefined };
+  },
+
+  async exportAccount(request) {
+    const archive = await exportAccount(request.server, request.userId);
+    return {
+      status: 200,
+      body: archive.content,
+      headers: {
+        'Content-Type': 'application/zip',
+        'Content-Disposition': 'attachment; filename="account.zip"',
+        'Content-Length': String(archive.size),
+      },
+    };
   },
 
   async listAppPasswords(request) {

@@ -1,0 +1,55 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../db/database.js';
+
+/**
+ * Deletes the user and every row the user owns in one transaction, if the password is still
+ * `checkedPasswordHash` (the one the request proved): the user's row lock is taken first, so a
+ * password change or reset comes wholly before or after. The foreign keys cascade to contacts
+ * (and their cards), the avatar, app passwords, idempotency keys and large_owners; a trigger
+ * drops contact_counts. Deleting the contacts writes their tombstones (a trigger), and neither the
+ * tombstones nor the purge horizon have a foreign key, so both go here. False when the password
+ * changed meanwhile or the user is gone.
+ */
+export async function deleteAccount(db: Kysely<Database>, userId: number, checkedPasswordHash: string): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const user = await trx.selectFrom('users').select('password_hash').where('id', '=', userId).forUpdate().executeTakeFirst();
+    if (user?.password_hash !== checkedPasswordHash) return false;
+    await trx.deleteFrom('users').where('id', '=', userId).execute();
+    await trx.deleteFrom('contact_tombstones').where('owner_id', '=', userId).execute();
+    await trx.deleteFrom('tombstone_horizons').where('owner_id', '=', userId).execute();
+    return true;
+  });
+}
+
+/**
+ * Sets a new password if the password is still `checkedPasswordHash`, revokes the stored refresh
+ * token and ends every token issued up to the cut-off, as a reset does (auth.repository.ts,
+ * completePasswordReset), but keeps the app passwords. The cut-off is read while holding the
+ * user's row lock, so a racing login either stored its refresh token before it or finds the
+ * password changed. Null when the password changed meanwhile or the user is gone.
+ */
+export async function changePassword(
+  db: Kysely<Database>,
+  userId: number,
+  checkedPasswordHash: string,
+  newPasswordHash: string,
+  clock: () => Date,
+): Promise<Date | null> {
+  return db.transaction().execute(async (trx) => {
+    const user = await trx.selectFrom('users').select('password_hash').where('id', '=', userId).forUpdate().executeTakeFirst();
+    if (user?.password_hash !== checkedPasswordHash) return null;
+    const cutOff = clock();
+    await trx
+      .updateTable('users')
+      .set({ password_hash: newPasswordHash, refresh_token_hash: null, tokens_valid_after: cutOff })
+      .where('id', '=', userId)
+      .execute();
+    return cutOff;
+  });
+}
+
+/** The user's avatar image, if any. */
+export async function findUserAvatar(db: Kysely<Database>, userId: number): Promise<Uint8Array | undefined> {
+  const row = await db.selectFrom('avatars').select('image').where('user_id', '=', userId).executeTakeFirst();
+  return row?.image;
+}
