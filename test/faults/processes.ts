@@ -19,6 +19,9 @@ import { parseExposition } from '../plugins/exposition.js';
 
 const run = promisify(execFile);
 
+/** Where a process or folder registers its clean-up: a tap test, or a benchmark's list. */
+export type Cleanup = Pick<Test, 'teardown'>;
+
 /** The newest PostgreSQL server binaries on this machine (PG_BIN overrides); null when there are none. */
 export function postgresBinDir(): string | null {
   if (process.env.PG_BIN) return process.env.PG_BIN;
@@ -196,7 +199,7 @@ export interface Service {
 }
 
 /** Starts `src/server.ts` as its own process and resolves once /healthz answers; SIGKILLed at teardown. */
-export async function startService(t: Test, env: Record<string, string>): Promise<Service> {
+export async function startService(t: Cleanup, env: Record<string, string>): Promise<Service> {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
@@ -266,7 +269,7 @@ export function serviceEnv(
 }
 
 /** A scratch DATA_DIR, removed at teardown. */
-export async function scratchDir(t: Test): Promise<string> {
+export async function scratchDir(t: Cleanup): Promise<string> {
   const dir = await mkdtemp(path.join(tmpdir(), 'contacts-faults-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   return dir;
