@@ -121,7 +121,7 @@ async function failoverRound(round: number) {
     const load = createLoad(urls, token, `r${round}`);
     await sleep(3_000);
     const killedAt = Date.now();
-    cluster.kill(await cluster.leader());
+    await cluster.kill(await cluster.leader());
     await cluster.waitForWritable();
     await sleep(3_000);
     await load.stop();
@@ -151,17 +151,15 @@ async function synchronous(cluster: HaCluster, on: boolean): Promise<void> {
     body: JSON.stringify({ synchronous_mode: on }),
   });
   if (!response.ok) throw new Error(`PATCH /config: ${response.status}`);
-  const client = new pg.Client({ connectionString: cluster.url });
-  await client.connect();
-  try {
-    for (let i = 0; ; i++) {
-      const { rows } = await client.query<{ names: string }>('show synchronous_standby_names');
-      if ((rows[0]!.names !== '') === on) return;
-      if (i > 300) throw new Error('synchronous_standby_names did not follow');
-      await sleep(100);
-    }
-  } finally {
+  for (let i = 0; ; i++) {
+    // A new session each time: one that stays connected kept the old value here.
+    const client = new pg.Client({ connectionString: cluster.url });
+    await client.connect();
+    const { rows } = await client.query<{ names: string }>('show synchronous_standby_names');
     await client.end();
+    if ((rows[0]!.names !== '') === on) return;
+    if (i > 300) throw new Error('synchronous_standby_names did not follow');
+    await sleep(100);
   }
 }
 

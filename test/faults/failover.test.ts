@@ -142,7 +142,7 @@ t.test(
 
     const oldLeader = await cluster.leader();
     const killedAt = Date.now();
-    const killed = cluster.kill(oldLeader);
+    const killed = await cluster.kill(oldLeader);
     const newLeader = await cluster.leader(60_000);
     const leaderAfterMs = Date.now() - killedAt;
     await cluster.waitForWritable();

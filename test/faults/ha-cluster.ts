@@ -49,8 +49,8 @@ export interface HaCluster {
   leader(timeoutMs?: number): Promise<HaNode>;
   /** Resolves once a leader and a streaming synchronous standby are both in place. */
   waitForSyncStandby(timeoutMs?: number): Promise<void>;
-  /** SIGKILL to the node's Patroni and every PostgreSQL process of it, all at once. */
-  kill(node: HaNode): number;
+  /** SIGKILL to the node's Patroni and every PostgreSQL process of it; resolves with how many were killed once none is left. */
+  kill(node: HaNode): Promise<number>;
   /** Resolves once a write through HAProxy commits (a leader promoted and routed to). */
   waitForWritable(timeoutMs?: number): Promise<void>;
   /** Ends every process of the cluster and removes its folder. */
@@ -351,10 +351,15 @@ export async function startHaCluster(): Promise<HaCluster> {
       nodes,
       leader,
       waitForSyncStandby,
-      kill: (node) => {
-        const pids = processesIn(node.dir);
-        killAll(pids);
-        return pids.length;
+      kill: async (node) => {
+        // Again until none is left: the postmaster can fork a backend between a scan and its kill.
+        let killed = 0;
+        for (let pids = processesIn(node.dir); pids.length > 0; pids = processesIn(node.dir)) {
+          killAll(pids);
+          killed += pids.length;
+          await sleep(20);
+        }
+        return killed;
       },
       waitForWritable,
       destroy,
