@@ -5,27 +5,22 @@
  * contacts with an Idempotency-Key, retried with it every 100 ms on 503, 409 in progress or a
  * network error; then SIGKILLs the leader's Patroni and PostgreSQL. Prints per round the time from
  * the kill to the first 201, the creates answered 201 and not stored (lost), and contacts stored
- * twice; then the median. Last, on one stack: create requests a second with the synchronous
- * standby and without it (synchronous_mode off through Patroni's REST API), alternating rounds of
- * --seconds each. Progress goes to stderr.
+ * twice; then the median. Progress goes to stderr.
  */
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
 import { smtpCapture, type Teardown } from '../test/helper.js';
-import { type HaCluster, startHaCluster } from '../test/faults/ha-cluster.js';
+import { startHaCluster } from '../test/faults/ha-cluster.js';
 import { type Cleanup, scratchDir, serviceEnv, signUp, startService } from '../test/faults/processes.js';
 
 const { values } = parseArgs({
   options: {
     rounds: { type: 'string', default: '3' },
     clients: { type: 'string', default: '8' },
-    seconds: { type: 'string', default: '5' },
   },
 });
 const ROUNDS = Number(values.rounds);
 const CLIENTS = Number(values.clients);
-const SECONDS = Number(values.seconds);
 const IN_PROGRESS = 'A request with this Idempotency-Key is in progress';
 const log = (message: string) => process.stderr.write(`bench: ${message}\n`);
 
@@ -120,8 +115,7 @@ async function failoverRound(round: number) {
     const { cluster, urls, token } = await stack(cleanups);
     const load = createLoad(urls, token, `r${round}`);
     await sleep(3_000);
-    const killedAt = Date.now();
-    await cluster.kill(await cluster.leader());
+    const { at: killedAt } = await cluster.kill(await cluster.leader());
     await cluster.waitForWritable();
     await sleep(3_000);
     await load.stop();
@@ -142,48 +136,6 @@ async function failoverRound(round: number) {
   }
 }
 
-/** Switches synchronous_mode through Patroni's REST API and waits until the leader runs that way. */
-async function synchronous(cluster: HaCluster, on: boolean): Promise<void> {
-  const leader = await cluster.leader();
-  const response = await fetch(`http://127.0.0.1:${leader.apiPort}/config`, {
-    method: 'PATCH',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ synchronous_mode: on }),
-  });
-  if (!response.ok) throw new Error(`PATCH /config: ${response.status}`);
-  for (let i = 0; ; i++) {
-    // A new session each time: one that stays connected kept the old value here.
-    const client = new pg.Client({ connectionString: cluster.url });
-    await client.connect();
-    const { rows } = await client.query<{ names: string }>('show synchronous_standby_names');
-    await client.end();
-    if ((rows[0]!.names !== '') === on) return;
-    if (i > 300) throw new Error('synchronous_standby_names did not follow');
-    await sleep(100);
-  }
-}
-
-async function syncCost() {
-  const cleanups: (() => unknown)[] = [];
-  try {
-    const { cluster, urls, token } = await stack(cleanups);
-    const rates: Record<'with' | 'without', number[]> = { with: [], without: [] };
-    for (let round = 0; round < ROUNDS * 2; round++) {
-      const side = round % 2 === 0 ? 'with' : 'without';
-      await synchronous(cluster, side === 'with');
-      const load = createLoad(urls, token, `s${round}`);
-      await sleep(SECONDS * 1_000);
-      await load.stop();
-      const created = load.answers.filter((a) => a.status === 201).length;
-      rates[side].push(created / SECONDS);
-      log(`round ${round + 1}: ${side} the synchronous standby ${(created / SECONDS).toFixed(0)} creates/s`);
-    }
-    return rates;
-  } finally {
-    for (const cleanup of cleanups.reverse()) await cleanup();
-  }
-}
-
 const rounds = [];
 for (let round = 1; round <= ROUNDS; round++) {
   log(`failover round ${round} of ${ROUNDS}`);
@@ -198,14 +150,3 @@ rounds.forEach((r, i) =>
 console.log(
   `| median | ${(median(rounds.map((r) => r.firstWriteMs)) / 1000).toFixed(1)} s | | ${rounds.reduce((n, r) => n + r.lost, 0)} in all | ${rounds.reduce((n, r) => n + r.duplicates, 0)} in all | |`,
 );
-
-log('creates with and without the synchronous standby');
-const rates = await syncCost();
-console.log(`\n## Creates a second, ${CLIENTS} clients, ${SECONDS} s rounds alternating\n`);
-console.log('| | rounds | median |');
-console.log('|---|---|---|');
-for (const side of ['with', 'without'] as const)
-  console.log(
-    `| ${side} the synchronous standby | ${rates[side].map((r) => r.toFixed(0)).join(', ')} | ${median(rates[side]).toFixed(0)} |`,
-  );
-console.log(`\nwith ÷ without: ${(median(rates.with) / median(rates.without)).toFixed(2)}`);

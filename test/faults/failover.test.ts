@@ -141,8 +141,7 @@ t.test(
     await sleep(BEFORE_KILL_MS / 2);
 
     const oldLeader = await cluster.leader();
-    const killedAt = Date.now();
-    const killed = await cluster.kill(oldLeader);
+    const { processes: killed, at: killedAt } = await cluster.kill(oldLeader);
     const newLeader = await cluster.leader(60_000);
     const leaderAfterMs = Date.now() - killedAt;
     await cluster.waitForWritable();

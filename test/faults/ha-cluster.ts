@@ -49,8 +49,11 @@ export interface HaCluster {
   leader(timeoutMs?: number): Promise<HaNode>;
   /** Resolves once a leader and a streaming synchronous standby are both in place. */
   waitForSyncStandby(timeoutMs?: number): Promise<void>;
-  /** SIGKILL to the node's Patroni and every PostgreSQL process of it; resolves with how many were killed once none is left. */
-  kill(node: HaNode): Promise<number>;
+  /**
+   * SIGKILL to the node's Patroni and every PostgreSQL process of it; resolves once none is left,
+   * with how many there were and when the first signals were sent (a scan of /proc takes a while).
+   */
+  kill(node: HaNode): Promise<{ processes: number; at: number }>;
   /** Resolves once a write through HAProxy commits (a leader promoted and routed to). */
   waitForWritable(timeoutMs?: number): Promise<void>;
   /** Ends every process of the cluster and removes its folder. */
@@ -352,14 +355,17 @@ export async function startHaCluster(): Promise<HaCluster> {
       leader,
       waitForSyncStandby,
       kill: async (node) => {
+        let pids = processesIn(node.dir);
+        killAll(pids);
+        const at = Date.now();
+        let processes = pids.length;
         // Again until none is left: the postmaster can fork a backend between a scan and its kill.
-        let killed = 0;
-        for (let pids = processesIn(node.dir); pids.length > 0; pids = processesIn(node.dir)) {
+        for (pids = processesIn(node.dir); pids.length > 0; pids = processesIn(node.dir)) {
           killAll(pids);
-          killed += pids.length;
+          processes += pids.length;
           await sleep(20);
         }
-        return killed;
+        return { processes, at };
       },
       waitForWritable,
       destroy,
