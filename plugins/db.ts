@@ -116,6 +116,50 @@ function sendingPrepared(client: pg.PoolClient): void {
   }) as typeof client.query;
 }
 
+/**
+ * Makes `pool` leave the connections of a server that turned out read-only. When any statement
+ * fails with isReadOnlyServer, every connection opened so far may be to that standby (they all went
+ * through the same address, HAProxy's): each is closed when it is next lent instead of being used,
+ * and the pool opens a new one, which reaches whichever node leads by then.
+ */
+function leavingReadOnlyServers(pool: pg.Pool): PostgresPool & PoolCounts {
+  let opened = 0;
+  let staleThrough = 0;
+  const serials = new WeakMap<pg.PoolClient, number>();
+  pool.on('connect', (client) => {
+    serials.set(client, ++opened);
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    client.query = ((...args: unknown[]) => {
+      const result = query(...args);
+      if (result instanceof Promise)
+        result.catch((error: unknown) => {
+          if (isReadOnlyServer(error)) staleThrough = opened;
+        });
+      return result;
+    }) as typeof client.query;
+  });
+  return {
+    async connect() {
+      for (;;) {
+        const client = await pool.connect();
+        if ((serials.get(client) ?? 0) > staleThrough) return client;
+        client.release(true); // closed, not kept
+      }
+    },
+    end: () => pool.end(),
+    options: pool.options,
+    get totalCount() {
+      return pool.totalCount;
+    },
+    get idleCount() {
+      return pool.idleCount;
+    },
+    get waitingCount() {
+      return pool.waitingCount;
+    },
+  };
+}
+
 /** What a pool tells of its connections, as pg.Pool names it; the embedded pool counts its one session alike. */
 export interface PoolCounts {
   totalCount: number;
@@ -154,7 +198,7 @@ export async function openPool(
   pgPool.on('connect', (client) => client.on('error', () => {}));
   pgPool.on('connect', sendingPrepared);
   pgPool.on('connect', onConnect);
-  return pgPool;
+  return leavingReadOnlyServers(pgPool);
 }
 
 /** Kysely over `pool`; `onQuery` hears of every statement sent. */
@@ -180,19 +224,31 @@ const NETWORK_CODES = new Set([
 ]);
 /** SQLSTATEs of a server that is going away, starting up, or full; class 08 (connection exception) too, bar protocol violations. */
 const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
+/**
+ * SQLSTATE 25006 (read_only_sql_transaction) on a write: the server is a standby, not the leader.
+ * The service never opens a read-only transaction that writes, so during a failover this is a node
+ * not yet promoted (HAProxy's check can pass 0.1–0.2 s before the promotion ends) or one demoted.
+ */
+const READ_ONLY_SERVER = '25006';
+
+/** Whether `error` came from a server that takes no writes now (a standby): the connection should go. */
+export function isReadOnlyServer(error: unknown): boolean {
+  return (error as { code?: unknown } | undefined)?.code === READ_ONLY_SERVER;
+}
 /** What pg says when a connection it held was lost, or could not be made in time. */
 const PG_LOST_CONNECTION = /^Connection terminated|not queryable$|^timeout exceeded when trying to connect$/;
 
 /**
- * Whether `error` means the database cannot be reached right now (restarting, stopped, unreachable)
- * rather than that a query is wrong: a retry later may well succeed.
+ * Whether `error` means the database cannot be reached right now (restarting, stopped, unreachable,
+ * or mid-failover: no leader yet) rather than that a query is wrong: a retry later may well succeed.
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
   type Failure = { code?: unknown; message?: unknown; errors?: unknown; cause?: unknown };
   let e = error as Failure | undefined;
   for (let depth = 0; e && depth < 5; depth++, e = e.cause as Failure | undefined) {
     const code = typeof e.code === 'string' ? e.code : '';
-    if (NETWORK_CODES.has(code) || UNAVAILABLE_STATES.has(code) || (code.startsWith('08') && code !== '08P01')) return true;
+    if (NETWORK_CODES.has(code) || UNAVAILABLE_STATES.has(code) || code === READ_ONLY_SERVER || (code.startsWith('08') && code !== '08P01'))
+      return true;
     if (typeof e.message === 'string' && PG_LOST_CONNECTION.test(e.message)) return true;
     // Connecting to a name with several addresses fails with an AggregateError of one error per address.
     if (Array.isArray(e.errors) && e.errors.some(isDatabaseUnavailable)) return true;

@@ -1,7 +1,7 @@
 /**
  * CI check for the container files Docker can't run here: compose.yaml against the Compose
  * Specification's JSON schema and with no port but the load balancer's beyond loopback, and
- * Dockerfile through dockerfile-utils' linter. Exits 1 on a problem.
+ * the Dockerfiles (the service's, deploy/ha/'s) through dockerfile-utils' linter. Exits 1 on a problem.
  */
 import { readFile } from 'node:fs/promises';
 import { Ajv2019 } from 'ajv/dist/2019.js';
@@ -43,15 +43,17 @@ for (const [name, service] of Object.entries((compose as ComposeFile).services))
   }
 }
 
-const dockerfile = await readFile('Dockerfile', 'utf8');
-for (const diagnostic of lintDockerfile(dockerfile)) {
-  const severity = diagnostic.severity === ValidationSeverity.ERROR ? 'error' : 'warning';
-  const message = typeof diagnostic.message === 'string' ? diagnostic.message : diagnostic.message.value;
-  problems.push(`Dockerfile:${diagnostic.range.start.line + 1} ${severity}: ${message}`);
+// The service's image, and the `ha` profile's Patroni image.
+for (const file of ['Dockerfile', 'deploy/ha/Dockerfile']) {
+  for (const diagnostic of lintDockerfile(await readFile(file, 'utf8'))) {
+    const severity = diagnostic.severity === ValidationSeverity.ERROR ? 'error' : 'warning';
+    const message = typeof diagnostic.message === 'string' ? diagnostic.message : diagnostic.message.value;
+    problems.push(`${file}:${diagnostic.range.start.line + 1} ${severity}: ${message}`);
+  }
 }
 
 if (problems.length > 0) {
   console.error(problems.join('\n'));
   process.exit(1);
 }
-console.log('compose.yaml matches the Compose Specification; Dockerfile lints clean.');
+console.log('compose.yaml matches the Compose Specification; the Dockerfiles lint clean.');

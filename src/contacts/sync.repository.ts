@@ -12,13 +12,22 @@ export interface Change {
 }
 
 /**
- * The frontier of a sync round: the oldest transaction still running now (the xmin of a snapshot
- * taken now). Every transaction below it has finished, so its changes are visible to every later
- * read; every change not yet visible comes from a transaction at or above it.
+ * The frontier of one owner's sync round: the oldest transaction still running now (the xmin of a
+ * snapshot taken now), or one past the owner's latest visible change when that is lower (0 for an
+ * owner with none). Every transaction below xmin has finished, so its changes are visible to every
+ * later read, and none of the owner's visible changes is at or above L + 1; every change not yet
+ * visible comes from a transaction at or above xmin. Either is a valid frontier on one server; the
+ * lower one also stays valid on a promoted standby. xmin can name transactions whose ids never
+ * reached the standby (ones that ended without a commit it waited for), and a promoted standby hands
+ * out ids from the last one it replayed, so a frontier at xmin could lie above the new leader's next
+ * ids and skip their changes. L, a visible commit, was on the standby before it became visible
+ * (synchronous replication), so the new leader's ids are all above it.
  */
-export async function currentFrontier(db: Kysely<Database>): Promise<string> {
-  const { rows } = await sql<{ xmin: string }>`select pg_snapshot_xmin(pg_current_snapshot())::text as xmin`.execute(db);
-  return rows[0]!.xmin;
+export async function ownerFrontier(db: Kysely<Database>, ownerId: number): Promise<string> {
+  const { xmin, latestXid } = await bookState(db, ownerId);
+  if (latestXid === null) return '0';
+  const next = BigInt(latestXid) + 1n;
+  return (BigInt(xmin) < next ? BigInt(xmin) : next).toString();
 }
 
 /** Up to `limit` of the owner's contacts with an id above `afterId`, in id order (a full sync). */

@@ -9,7 +9,9 @@ import * as repository from './sync.repository.js';
  * Incremental sync that misses no change, however writes interleave. Every contact row carries the
  * id of the transaction that last wrote it, and every deletion leaves a tombstone with its
  * transaction's id (triggers: migration 005). A round reads all changes of transactions from its
- * frontier on, where a frontier is the oldest transaction still running when it was taken. A
+ * frontier on, where a frontier is the oldest transaction still running when it was taken (or one
+ * past the owner's latest change when lower, which also holds across a failover:
+ * sync.repository.ts ownerFrontier). A
  * transaction below the frontier had finished, so the round before saw its changes; one at or above
  * it is read by the round that starts there, whenever it commits, however late and through whichever
  * instance. Each round's frontier for the next one is taken before the round reads anything. A
@@ -42,7 +44,10 @@ export async function syncContacts(deps: SyncDeps, ownerId: number, token: strin
   const retentionMs = deps.config.syncTombstoneDays * DAY_MS;
   let state: SyncState;
   try {
-    state = token === undefined ? await fullSyncStart(deps, now) : decodeSyncToken(deps.config.jwtSecret, token, ownerId, now, retentionMs);
+    state =
+      token === undefined
+        ? await fullSyncStart(deps, ownerId, now)
+        : decodeSyncToken(deps.config.jwtSecret, token, ownerId, now, retentionMs);
   } catch (error) {
     if (error instanceof SyncTokenError) throw error.expired ? new HttpError(410, error.message) : new BadRequest(error.message);
     throw error;
@@ -61,8 +66,8 @@ interface Page {
 }
 
 /** A full sync: its delta rounds will start from the frontier taken before its first page is read. */
-async function fullSyncStart(deps: SyncDeps, now: number): Promise<SyncState> {
-  return { phase: 'full', since: await repository.currentFrontier(deps.db), sinceAt: now, afterId: 0 };
+async function fullSyncStart(deps: SyncDeps, ownerId: number, now: number): Promise<SyncState> {
+  return { phase: 'full', since: await repository.ownerFrontier(deps.db, ownerId), sinceAt: now, afterId: 0 };
 }
 
 async function fullPage(deps: SyncDeps, ownerId: number, state: Extract<SyncState, { phase: 'full' }>, limit: number): Promise<Page> {
@@ -84,7 +89,9 @@ async function deltaPage(
 ): Promise<Page> {
   // A round begins: the next round's frontier is taken before this round reads anything.
   const round =
-    state.next === null ? { next: await repository.currentFrontier(deps.db), nextAt: now } : { next: state.next, nextAt: state.nextAt! };
+    state.next === null
+      ? { next: await repository.ownerFrontier(deps.db, ownerId), nextAt: now }
+      : { next: state.next, nextAt: state.nextAt! };
   const changes = await repository.changesSince(deps.db, ownerId, state.since, state.after, limit + 1);
   const page = changes.slice(0, limit);
   const hasMore = changes.length > limit;

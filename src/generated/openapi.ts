@@ -1338,10 +1338,13 @@ export type components = {
             };
         };
         /**
-         * @description The service cannot answer now and the request changed nothing: the database is not
-         *     reachable, or (register, login, reset, app password creation) too many password hashes are
-         *     already queued, or already queued for this client address (`PASSWORD_QUEUE_PER_CLIENT`).
-         *     Retry after `Retry-After` seconds.
+         * @description The service cannot answer now: the database is not reachable (restarting, or mid-failover
+         *     with no writable leader yet), or (register, login, reset, app password creation) too many
+         *     password hashes are already queued, or already queued for this client address
+         *     (`PASSWORD_QUEUE_PER_CLIENT`). Retry after `Retry-After` seconds. A write answered 503 may
+         *     or may not have been stored (its commit can reach the database just as the connection to it
+         *     is lost); retrying it with the same `Idempotency-Key` is safe: a stored one is answered
+         *     again, not written twice.
          */
         ServiceUnavailable: {
             headers: {

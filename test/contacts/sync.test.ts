@@ -572,3 +572,27 @@ t.test('writes between the pages of a full sync and of a delta are never missed'
   await replica.round(1);
   t.strictSame(replica.sorted(), await serverContacts(call), 'after the round and the next');
 });
+
+t.test('a frontier is never above one past the owner’s latest change, so a promoted standby’s next ids are all after it', async (t) => {
+  const sinceOf = (token: string) => (JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString()) as { since: string }).since;
+  const { call } = await newUser();
+  t.equal(sinceOf((await page(call)).next_token), '0', 'a book with no change yet: from the first transaction on');
+
+  const [mine] = await createContacts(call, [contactBody()]);
+  const { rows } = await sql<{ xid: string }>`select change_xid::text as xid from contacts where id = ${mine!.id}`.execute(app.db);
+  const latest = BigInt(rows[0]!.xid);
+  // Other owners' writes move the oldest running transaction past it.
+  const other = await newUser();
+  await createContacts(other.call, [contactBody(), contactBody()]);
+
+  const full = await page(call);
+  t.ok(BigInt(sinceOf(full.next_token)) <= latest + 1n, `the full sync's frontier ${sinceOf(full.next_token)} ≤ ${latest + 1n}`);
+  t.strictSame(
+    full.contacts.map((c) => c.id),
+    [mine!.id],
+    'the full sync sends the contact',
+  );
+  const quiet = await page(call, full.next_token);
+  t.ok(BigInt(sinceOf(quiet.next_token)) <= latest + 1n, 'and the round after it stays there while the book is quiet');
+  t.strictSame(quiet.contacts, [], 'with nothing new');
+});

@@ -19,6 +19,9 @@ import { parseExposition } from '../plugins/exposition.js';
 
 const run = promisify(execFile);
 
+/** Where a process or folder registers its clean-up: a tap test, or a benchmark's list. */
+export type Cleanup = Pick<Test, 'teardown'>;
+
 /** The newest PostgreSQL server binaries on this machine (PG_BIN overrides); null when there are none. */
 export function postgresBinDir(): string | null {
   if (process.env.PG_BIN) return process.env.PG_BIN;
@@ -40,6 +43,10 @@ export function processTestsUnavailable(backend: string): string | false {
 export interface PrivatePostgres {
   /** `postgres://…/contacts` on the private cluster. */
   url: string;
+  port: number;
+  /** The cluster's folder (its socket is there) and its data directory inside it. */
+  dir: string;
+  data: string;
   /** `pg_ctl restart -m fast`; resolves once the server accepts connections again. */
   restart(): Promise<void>;
   /** `pg_ctl stop -m fast`; resolves once the server is gone. */
@@ -53,8 +60,9 @@ export interface PrivatePostgres {
  * A PostgreSQL cluster of its own, on a free port, with its socket in its own folder; removed at
  * teardown. initdb refuses to run as root, so as root the cluster belongs to the `postgres` user.
  * fsync is off: a restart of the server (not of the machine) loses nothing committed without it.
+ * `settings` are more server settings (`-c name=value`).
  */
-export async function privatePostgres(t: Test): Promise<PrivatePostgres> {
+export async function privatePostgres(t: Test, settings: Record<string, string> = {}): Promise<PrivatePostgres> {
   const bin = postgresBinDir();
   if (!bin) throw new Error('no PostgreSQL server binaries');
   const dir = await mkdtemp(path.join(tmpdir(), 'contacts-faults-pg-'));
@@ -75,7 +83,8 @@ export async function privatePostgres(t: Test): Promise<PrivatePostgres> {
     await rm(dir, { recursive: true, force: true });
   });
   await pgCommand('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--no-sync']);
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
+  const more = Object.entries(settings).map(([name, value]) => ` -c ${name}='${value}'`);
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off${more.join('')}`;
   // Always with -l: a server started without it keeps pg_ctl's stdout, and execFile waits for that to close.
   const log = path.join(dir, 'server.log');
   const start = async () => {
@@ -109,6 +118,9 @@ export async function privatePostgres(t: Test): Promise<PrivatePostgres> {
   };
   return {
     url: `postgres://postgres@127.0.0.1:${port}/contacts`,
+    port,
+    dir,
+    data,
     restart: async () => {
       await pgCommand('pg_ctl', ['-D', data, '-l', log, '-m', 'fast', '-w', 'restart']);
     },
@@ -187,7 +199,7 @@ export interface Service {
 }
 
 /** Starts `src/server.ts` as its own process and resolves once /healthz answers; SIGKILLed at teardown. */
-export async function startService(t: Test, env: Record<string, string>): Promise<Service> {
+export async function startService(t: Cleanup, env: Record<string, string>): Promise<Service> {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
@@ -257,7 +269,7 @@ export function serviceEnv(
 }
 
 /** A scratch DATA_DIR, removed at teardown. */
-export async function scratchDir(t: Test): Promise<string> {
+export async function scratchDir(t: Cleanup): Promise<string> {
   const dir = await mkdtemp(path.join(tmpdir(), 'contacts-faults-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   return dir;

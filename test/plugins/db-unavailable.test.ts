@@ -6,7 +6,7 @@ import { isDatabaseUnavailable } from '../../plugins/db.js';
 const systemError = (code: string) => Object.assign(new Error(`connect ${code} 127.0.0.1:5432`), { code, syscall: 'connect' });
 const serverError = (code: string, message: string) => Object.assign(new pg.DatabaseError(message, 0, 'error'), { code });
 
-t.test('the database is away: refused, cut, restarting, starting up, full', async (t) => {
+t.test('the database is away: refused, cut, restarting, starting up, full, read-only', async (t) => {
   const away: [string, unknown][] = [
     ['refused', systemError('ECONNREFUSED')],
     ['reset', systemError('ECONNRESET')],
@@ -16,6 +16,7 @@ t.test('the database is away: refused, cut, restarting, starting up, full', asyn
     ['57P02 crash_shutdown', serverError('57P02', 'terminating connection because of crash of another server process')],
     ['57P03 cannot_connect_now', serverError('57P03', 'the database system is starting up')],
     ['53300 too_many_connections', serverError('53300', 'sorry, too many clients already')],
+    ['25006 read_only_sql_transaction (a standby mid-failover)', serverError('25006', 'cannot execute INSERT in a read-only transaction')],
     ['08006 connection_failure', serverError('08006', 'connection failure')],
     ['socket closed', new Error('Connection terminated unexpectedly')],
     ['connect timeout', new Error('Connection terminated due to connection timeout')],
