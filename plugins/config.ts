@@ -283,7 +283,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     problems.push(`REDIS_CLUSTER_URLS must be ${requirement(variables.REDIS_CLUSTER_URLS)}`);
   }
   const readUrls = env.DATABASE_READ_URLS?.trim() ? env.DATABASE_READ_URLS.split(',').map((url) => url.trim()) : [];
-  if (values?.DATABASE_READ_URLS !== undefined && !readUrls.every((url) => URL.canParse(url))) {
+  if (values?.DATABASE_READ_URLS !== undefined && !readUrls.every((url) => URL.canParse(url) && new URL(url).hostname !== '')) {
     problems.push(`DATABASE_READ_URLS must be ${requirement(variables.DATABASE_READ_URLS)}`);
   }
   if (readUrls.length > 0 && !env.DATABASE_URL?.trim()) {

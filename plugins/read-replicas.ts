@@ -260,9 +260,10 @@ export default fp(
       await Promise.all(standbys.map(probeStandby));
     };
     await probe();
-    let probing = Promise.resolve();
+    let probing: Promise<void> | null = null;
+    // A probe still waiting (a standby that does not answer) skips the next: they never pile up.
     const timer = setInterval(() => {
-      probing = probing.then(probe);
+      probing ??= probe().finally(() => (probing = null));
     }, PROBE_INTERVAL_MS);
     timer.unref();
 
