@@ -230,15 +230,13 @@ export default fp(
       if (standby.retryAt > now()) return;
       let state;
       try {
-        state = (
-          await withTimeout(
-            sql<{
-              replayed: string | null;
-            }>`select pg_is_in_recovery() and pg_last_wal_replay_lsn() is not null as standby, pg_last_wal_replay_lsn()::text as replayed`.execute(
-              standby.db,
-            ),
-          )
-        ).rows[0] as { standby: boolean; replayed: string | null };
+        const { rows } = await withTimeout(
+          sql<{
+            standby: boolean;
+            replayed: string | null;
+          }>`select pg_is_in_recovery() as standby, pg_last_wal_replay_lsn()::text as replayed`.execute(standby.db),
+        );
+        state = rows[0]!;
       } catch (error) {
         return unreachable(standby, error);
       }
