@@ -176,7 +176,7 @@ async function main(): Promise<void> {
     `Uncached list/filter reads of ${CONTACTS} contacts (${CONCURRENCY} concurrent) and creates one at a time, without and with one standby:\n`,
   );
   console.log(
-    '| round | reads/s, primary only | reads/s, 1 standby | ratio | create p50 ms, without | create p50 ms, with | cost of the position, ms |',
+    '| round | reads/s, primary only | reads/s, 1 standby | ratio | create p50 ms, without | create p50 ms, with | difference, ms |',
   );
   console.log('|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
