@@ -63,7 +63,7 @@ return 1
  * positions while it failed (a restart, a failover), so after any failure this process reads every
  * user on the primary until a position stored before it would have expired anyway.
  */
-function redisPositions(client: RedisClient, prefix: string, log: FastifyBaseLogger, now: () => number): WritePositions {
+export function redisPositions(client: RedisClient, prefix: string, log: FastifyBaseLogger, now: () => number): WritePositions {
   if (!('raiseWritePosition' in client)) client.defineCommand('raiseWritePosition', { numberOfKeys: 1, lua: RAISE_SCRIPT });
   const redis = client as RedisClient & { raiseWritePosition(key: string, position: string, ttlMs: number): Promise<number> };
   const key = (userId: number) => `${prefix}${userTag(userId)}:wal`;
@@ -93,7 +93,7 @@ function redisPositions(client: RedisClient, prefix: string, log: FastifyBaseLog
 }
 
 /** Positions in this process, for one instance without Redis. */
-function memoryPositions(now: () => number): WritePositions {
+export function memoryPositions(now: () => number): WritePositions {
   const positions = new Map<number, { position: string; until: number }>();
   return {
     async get(userId) {
