@@ -39,7 +39,7 @@ t.test(
       const keys = await client.keys(`${prefix}*`);
       if (keys.length > 0) await client.del(...keys);
     });
-    let clock = Date.now();
+    const clock = Date.now();
     const positions = redisPositions(client, prefix, quiet, () => clock);
     await positions.raise(7, sortableLsn('0/20'));
     await positions.raise(7, sortableLsn('0/10'));
