@@ -13,7 +13,7 @@
  * the checks cost, not the capacity another machine would add.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -61,6 +61,7 @@ const METRICS_TOKEN = randomBytes(24).toString('hex');
 
 async function startService(name: string, env: Record<string, string>): Promise<Started> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'contacts-bench-replicas-'));
+  undo.push({ what: `remove ${dataDir}`, run: () => rm(dataDir, { recursive: true, force: true }) });
   return startNode(
     name,
     SERVER_ENTRY,
