@@ -62,6 +62,15 @@ export const variables = {
     description:
       'PostgreSQL to use. Unset: embedded PostgreSQL (PGlite, a development dependency) in `DATA_DIR/pgdata`. compose.yaml sets it.',
   },
+  DATABASE_READ_URLS: {
+    type: 'string',
+    pattern: '^\\s*postgres(ql)?://[^\\s,]+(\\s*,\\s*postgres(ql)?://[^\\s,]+)*\\s*$',
+    mustBe: 'postgres:// or postgresql:// URLs, comma-separated',
+    secret: true,
+    docDefault: 'unset',
+    description:
+      'Streaming-replication standbys of `DATABASE_URL` (comma-separated) that serve uncached reads, never older than the reading user\'s own last write; requires `DATABASE_URL`. Unset: every statement goes to `DATABASE_URL`. docs/performance.md, "Read replicas".',
+  },
   REDIS_URL: {
     type: 'string',
     protocols: ['redis:', 'rediss:'],

@@ -23,6 +23,8 @@ export interface AppConfig {
   port: number;
   /** Unset: embedded PostgreSQL (PGlite) in `dataDir`. */
   databaseUrl: string | null;
+  /** Standbys of `databaseUrl` for uncached reads; empty when unset. */
+  databaseReadUrls: string[];
   /** Unset: an in-process cache and per-instance rate-limit counters. */
   redisUrl: string | null;
   /** Seed nodes of a Redis Cluster, used instead of `redisUrl` (never both); null when unset. */
@@ -281,6 +283,13 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
   if (values?.REDIS_CLUSTER_URLS !== undefined && !seedUrls?.every((url) => URL.canParse(url) && new URL(url).hostname !== '')) {
     problems.push(`REDIS_CLUSTER_URLS must be ${requirement(variables.REDIS_CLUSTER_URLS)}`);
   }
+  const readUrls = env.DATABASE_READ_URLS?.trim() ? env.DATABASE_READ_URLS.split(',').map((url) => url.trim()) : [];
+  if (values?.DATABASE_READ_URLS !== undefined && !readUrls.every((url) => URL.canParse(url) && new URL(url).hostname !== '')) {
+    problems.push(`DATABASE_READ_URLS must be ${requirement(variables.DATABASE_READ_URLS)}`);
+  }
+  if (readUrls.length > 0 && !env.DATABASE_URL?.trim()) {
+    problems.push('DATABASE_READ_URLS needs DATABASE_URL: the embedded database has no standbys');
+  }
   if (redisCluster !== undefined && env.REDIS_URL?.trim()) {
     problems.push('REDIS_URL and REDIS_CLUSTER_URLS are both set: set REDIS_URL for one Redis, or REDIS_CLUSTER_URLS for a Redis Cluster');
   }
@@ -297,6 +306,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     host: values.HOST,
     port: values.PORT,
     databaseUrl: values.DATABASE_URL ?? null,
+    databaseReadUrls: readUrls,
     redisUrl: values.REDIS_URL ?? null,
     redisClusterUrls: seedUrls ?? null,
     redisKeyPrefix: values.REDIS_KEY_PREFIX,

@@ -61,6 +61,10 @@ export interface OpenOptions {
   onConnect?: () => void;
   /** Hears of every statement sent (tests count them). */
   onQuery?: (sql: string) => void;
+  /** A connection not made within this fails (a standby that does not answer must not hold a read); unset: no limit. */
+  connectionTimeoutMs?: number;
+  /** Connections of the pool (default 10). */
+  maxConnections?: number;
 }
 
 /** Statement texts marked by prepared(), each with its name; a bound on each connection's prepared statements, whatever marks them. */
@@ -171,12 +175,13 @@ export interface PoolCounts {
 export async function openPool(
   databaseUrl: string | null,
   embeddedDir: string,
-  { onIdleError = () => {}, onConnect = () => {} }: Omit<OpenOptions, 'onQuery'> = {},
+  { onIdleError = () => {}, onConnect = () => {}, connectionTimeoutMs = 0, maxConnections = 10 }: Omit<OpenOptions, 'onQuery'> = {},
 ): Promise<PostgresPool & PoolCounts> {
   if (!databaseUrl) return embeddedPool(embeddedDir);
   const pgPool = new pg.Pool({
     connectionString: databaseUrl,
-    max: 10,
+    max: maxConnections,
+    connectionTimeoutMillis: connectionTimeoutMs,
     // Every query here reads one owner's rows, in milliseconds. JIT compiling one whose plan costs
     // past jit_above_cost (a count of 100,000 index entries) took 13 ms and saved nothing.
     options: '-c jit=off',

@@ -3,6 +3,7 @@ import authPlugin from '../plugins/auth.js';
 import cachePlugin from '../plugins/cache.js';
 import configPlugin, { type AppConfig, loadConfig } from '../plugins/config.js';
 import dbPlugin from '../plugins/db.js';
+import readReplicasPlugin from '../plugins/read-replicas.js';
 import docsPlugin from '../plugins/docs.js';
 import httpPlugin, { httpServerOptions } from '../plugins/http.js';
 import { registerOperations } from '../plugins/http/operations.js';
@@ -117,6 +118,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   await app.register(dbPlugin, { migrations, onQuery: options.onQuery, wrapPool: tracing?.tracedPool });
   await app.register(redisPlugin);
   await app.register(cachePlugin);
+  await app.register(readReplicasPlugin);
   await app.register(authPlugin, { loadCutOff: (userId) => findTokenCutOff(app.db, userId), soleInstance: !config.databaseUrl });
   await app.register(passwordsPlugin);
   await app.register(workerPoolPlugin);

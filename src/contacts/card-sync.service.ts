@@ -28,7 +28,7 @@ import * as repository from './sync.repository.js';
  */
 
 /** What the card sync needs from the app. */
-type CardSyncDeps = Pick<FastifyInstance, 'db' | 'cache' | 'config' | 'now' | 'largeOwners'>;
+type CardSyncDeps = Pick<FastifyInstance, 'db' | 'replicas' | 'cache' | 'config' | 'now' | 'largeOwners'>;
 
 const PREFIX = 'urn:contacts-service:sync:';
 const MAC_BYTES = 16;

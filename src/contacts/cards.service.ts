@@ -11,7 +11,7 @@ import {
 } from './cards.js';
 import * as repository from './contacts.repository.js';
 import type { CardRow, CardSummary, ContactFields } from './contacts.repository.js';
-import { type ContactsDeps, contactTag, createFromCard, invalidate, toContact } from './contacts.service.js';
+import { type ContactsDeps, contactTag, createFromCard, type Freshness, invalidate, readingOwner, toContact } from './contacts.service.js';
 
 /*
  * The contacts as cards: what the CardDAV face (src/carddav/) reads and writes, through the same
@@ -70,21 +70,32 @@ function summarized(row: CardSummary): StoredCard {
 }
 
 /** The owner's card named `name`, or undefined. */
-export async function findCard(deps: ContactsDeps, ownerId: number, name: string): Promise<StoredCard | undefined> {
-  const row = await repository.findCardRowByName(deps.db, ownerId, name, idOfDerivedCardName(name));
+export async function findCard(
+  deps: ContactsDeps,
+  ownerId: number,
+  name: string,
+  freshness: Freshness = 'latest',
+): Promise<StoredCard | undefined> {
+  const row = await readingOwner(deps, ownerId, freshness, (db) =>
+    repository.findCardRowByName(db, ownerId, name, idOfDerivedCardName(name)),
+  );
   return row && storedCard(row);
 }
 
 /** The owner's cards with these names (a name that is none is left out). */
-export async function findCards(deps: ContactsDeps, ownerId: number, names: readonly string[]): Promise<StoredCard[]> {
+export async function findCards(
+  deps: ContactsDeps,
+  ownerId: number,
+  names: readonly string[],
+  freshness: Freshness = 'latest',
+): Promise<StoredCard[]> {
   const derived = names.flatMap((name) => {
     const id = idOfDerivedCardName(name);
     return id === null ? [] : [id];
   });
-  const [byId, byName] = await Promise.all([
-    repository.findCardRows(deps.db, ownerId, derived),
-    repository.findCardRowsByChosenNames(deps.db, ownerId, names),
-  ]);
+  const [byId, byName] = await readingOwner(deps, ownerId, freshness, (db) =>
+    Promise.all([repository.findCardRows(db, ownerId, derived), repository.findCardRowsByChosenNames(db, ownerId, names)]),
+  );
   const wanted = new Set(names);
   const found = new Map<number, StoredCard>();
   for (const row of [...byId, ...byName]) if (wanted.has(nameOf(row))) found.set(row.id, storedCard(row));
@@ -102,13 +113,14 @@ export async function listCardsWithText(
   ownerId: number,
   afterId = 0,
   limit = Number.MAX_SAFE_INTEGER,
+  freshness: Freshness = 'latest',
 ): Promise<StoredCard[]> {
-  return (await repository.listCardRows(deps.db, ownerId, afterId, limit)).map(storedCard);
+  return (await readingOwner(deps, ownerId, freshness, (db) => repository.listCardRows(db, ownerId, afterId, limit))).map(storedCard);
 }
 
 /** Every card of the owner in id order, without the text. */
-export async function listCards(deps: ContactsDeps, ownerId: number): Promise<StoredCard[]> {
-  return (await repository.listCardSummaries(deps.db, ownerId)).map(summarized);
+export async function listCards(deps: ContactsDeps, ownerId: number, freshness: Freshness = 'latest'): Promise<StoredCard[]> {
+  return (await readingOwner(deps, ownerId, freshness, (db) => repository.listCardSummaries(db, ownerId))).map(summarized);
 }
 
 /** Preconditions of a card PUT (RFC 7232): `If-Match` tags, `If-None-Match: *`. */

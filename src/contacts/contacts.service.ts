@@ -18,7 +18,25 @@ type ContactCreate = components['schemas']['ContactCreate'];
 type ContactPatch = components['schemas']['ContactPatch'];
 
 /** What the contacts service needs from the app (`config` for CONTACTS_MAX_PER_USER). */
-export type ContactsDeps = Pick<FastifyInstance, 'db' | 'cache' | 'now' | 'config' | 'largeOwners'>;
+export type ContactsDeps = Pick<FastifyInstance, 'db' | 'replicas' | 'cache' | 'now' | 'config' | 'largeOwners'>;
+
+/**
+ * Where a read of the owner's contacts runs. 'own-writes': on a standby that has replayed every
+ * write the owner was answered for (app.replicas, docs/performance.md "Read replicas"), else on the
+ * primary. 'latest': on the primary, for a read that decides a write or goes with a sync token
+ * (a token must never be ahead of the rows it comes with).
+ */
+export type Freshness = 'own-writes' | 'latest';
+
+/** Runs `read` where `freshness` allows. */
+export function readingOwner<T>(
+  deps: Pick<ContactsDeps, 'db' | 'replicas'>,
+  ownerId: number,
+  freshness: Freshness,
+  read: (db: ContactsDeps['db']) => Promise<T>,
+): Promise<T> {
+  return freshness === 'latest' ? read(deps.db) : deps.replicas.reading(ownerId, read);
+}
 
 const ADDITIONAL_DATA_MAX_BYTES = 16 * 1024;
 const E164 = /^\+[1-9][0-9]{6,14}$/;
@@ -138,8 +156,13 @@ function oneWithinQuota<T>(
   return refusingOverQuota(deps, (max) => repository.creatingOne(db, ownerId, max, insert), contactLimit);
 }
 
-/** After a committed write: the owner's cached reads all miss from now on. */
+/**
+ * After a committed write: the owner's reads see it from now on, on a standby too, and their cached
+ * reads all miss. The position goes first: a read that finds the new cache generation then also
+ * finds the position, so it cannot cache a standby's older answer under that generation.
+ */
 export async function invalidate(deps: ContactsDeps, ownerId: number): Promise<void> {
+  await deps.replicas.wrote(ownerId);
   await deps.cache.invalidate(ownerId);
 }
 
@@ -217,7 +240,7 @@ export async function createContactOnce(
 
 /** One of the owner's contacts; 404 when it is missing or someone else's. */
 export async function getContact(deps: ContactsDeps, ownerId: number, id: number): Promise<Contact> {
-  const row = await repository.findContact(deps.db, ownerId, id);
+  const row = await readingOwner(deps, ownerId, 'own-writes', (db) => repository.findContact(db, ownerId, id));
   if (!row) throw new NotFound(NOT_FOUND);
   return toContact(row);
 }
@@ -372,7 +395,7 @@ export async function listContacts(
   page: PageRequest,
 ): Promise<ContactPage> {
   const { conditions, keys } = parseListing(query, sort);
-  return toPage(await repository.listContacts(deps.db, ownerId, conditions, page, keys));
+  return toPage(await readingOwner(deps, ownerId, 'own-writes', (db) => repository.listContacts(db, ownerId, conditions, page, keys)));
 }
 
 /** The filter and sort expressions of a listing (the list, an export); a bad one is a 400. */
@@ -387,5 +410,6 @@ export function parseListing(query: string | undefined, sort: string): { conditi
 
 /** A page of the owner's contacts whose next birthday is within `days` days of today (UTC). */
 export async function listUpcomingBirthdays(deps: ContactsDeps, ownerId: number, days: number, page: PageRequest): Promise<ContactPage> {
-  return toPage(await repository.listUpcomingBirthdays(deps.db, ownerId, birthdayWindow(deps.now(), days), page));
+  const window = birthdayWindow(deps.now(), days);
+  return toPage(await readingOwner(deps, ownerId, 'own-writes', (db) => repository.listUpcomingBirthdays(db, ownerId, window, page)));
 }

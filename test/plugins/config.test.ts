@@ -23,6 +23,7 @@ t.test('defaults', async (t) => {
     databaseUrl: null,
     redisUrl: null,
     redisClusterUrls: null,
+    databaseReadUrls: [],
     smtpUrl: null,
     dataDir,
     outboxDir: path.join(dataDir, 'outbox'),
@@ -494,4 +495,36 @@ t.test('the server refuses to start on a bad password setting, naming it', async
   });
   t.equal(run.status, 1);
   t.match(run.stderr, /Configuration error: PASSWORD_QUEUE_LIMIT must be a whole number from 1 to 100000, got '-5'/);
+});
+
+t.test('DATABASE_READ_URLS: standbys of DATABASE_URL, never of the embedded database', async (t) => {
+  const dataDir = await tempDir(t);
+  const base = { DATA_DIR: dataDir, JWT_SECRET: TEST_JWT_SECRET, DATABASE_URL: 'postgres://app:s3cret@primary/contacts' };
+  const config = await loadConfig({
+    ...base,
+    DATABASE_READ_URLS: ' postgres://app:s3cret@standby-a/contacts ,postgresql://standby-b:5433/contacts ',
+  });
+  t.strictSame(config.databaseReadUrls, ['postgres://app:s3cret@standby-a/contacts', 'postgresql://standby-b:5433/contacts']);
+  const problems = async (env: Record<string, string>) =>
+    (
+      (await loadConfig({ ...base, ...env }).then(
+        () => null,
+        (e: unknown) => e,
+      )) as ConfigError | null
+    )?.problems;
+  t.strictSame(await problems({ DATABASE_URL: '', DATABASE_READ_URLS: 'postgres://standby-a/contacts' }), [
+    'DATABASE_READ_URLS needs DATABASE_URL: the embedded database has no standbys',
+  ]);
+  for (const bad of [
+    'mysql://:hunter2@standby-a/contacts',
+    'postgres://standby-a postgres://standby-b',
+    'postgres://:hunter2@',
+    'postgres://standby-a,',
+  ]) {
+    t.strictSame(
+      await problems({ DATABASE_READ_URLS: bad }),
+      ['DATABASE_READ_URLS must be postgres:// or postgresql:// URLs, comma-separated'],
+      `${bad} is refused without being echoed`,
+    );
+  }
 });
