@@ -50,7 +50,7 @@ import {
   type Resource,
   resolve,
 } from './resources.js';
-import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError } from './xml.js';
+import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError, XmlTooLarge } from './xml.js';
 
 /*
  * The CardDAV face (RFC 6352 over RFC 4918, with RFC 6578 and RFC 6764): every rule is in
@@ -92,16 +92,25 @@ function bodyOf(request: FastifyRequest): Buffer {
   return Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
 }
 
-/** The XML body of a request: null when there is none; 415 for another content type, 400 when it does not parse. */
-function xmlBody(request: FastifyRequest): XmlElement | null {
+/**
+ * The largest XML body of each method (docs/limits.md, "CardDAV"): a PROPFIND or PROPPATCH names at
+ * most 100 properties of at most 4,096 characters together; a REPORT may list 10,000 hrefs.
+ */
+const XML_BODY_MAX_BYTES: Record<string, number> = { PROPFIND: 128 * 1024, PROPPATCH: 128 * 1024, REPORT: 1024 * 1024 };
+
+/** The XML body of a request: null when there is none; 415 for another content type, 413 past a bound, 400 when it does not parse. */
+async function xmlBody(request: FastifyRequest): Promise<XmlElement | null> {
   const body = bodyOf(request);
   if (body.length === 0) return null;
   const type = mediaTypeOf(request);
   if (type !== null && !XML_TYPES.has(type)) throw new DavError(415, `Unsupported Media Type: ${shortened(type)}`);
+  const maxBytes = XML_BODY_MAX_BYTES[request.method]!;
+  if (body.length > maxBytes) throw new DavError(413, `A ${request.method} body is at most ${maxBytes} bytes`);
   try {
-    return parseXml(utf8.decode(body));
+    return await parseXml(utf8.decode(body));
   } catch (error) {
     if (error instanceof XmlError) throw new DavError(400, 'Malformed XML body');
+    if (error instanceof XmlTooLarge) throw new DavError(413, error.message);
     if (error instanceof TypeError) throw new DavError(400, 'Malformed XML body: not UTF-8');
     throw error;
   }
@@ -304,7 +313,7 @@ async function propfind(context: DavContext) {
   if (depth === null || depth === 'infinity') {
     throw new DavError(403, 'Depth infinity is not supported: send Depth 0 or 1', { ns: DAV, name: 'propfind-finite-depth' });
   }
-  const body = xmlBody(request);
+  const body = await xmlBody(request);
   const wanted = propertyRequestOf(body && expectRoot(body, DAV, 'propfind'));
   if (resource.kind === 'card') {
     const card = await findCard(app, userId, resource.name);
@@ -334,7 +343,7 @@ async function propfind(context: DavContext) {
 
 /** One address book per user, fixed: every property is protected (RFC 4918 §9.2), and nothing changes. */
 async function proppatch({ request, reply, userId, resource }: DavContext) {
-  const update = expectRoot(xmlBody(request), DAV, 'propertyupdate');
+  const update = expectRoot(await xmlBody(request), DAV, 'propertyupdate');
   const names = boundedNames(
     update.children
       .filter((action) => action.ns === DAV && (action.name === 'set' || action.name === 'remove'))
@@ -345,7 +354,7 @@ async function proppatch({ request, reply, userId, resource }: DavContext) {
 
 async function report(context: DavContext) {
   const { request } = context;
-  const body = xmlBody(request);
+  const body = await xmlBody(request);
   if (body?.ns === CARDDAV && body.name === 'addressbook-multiget') return multiget(context, body);
   if (body?.ns === CARDDAV && body.name === 'addressbook-query') return query(context, body);
   if (body?.ns === DAV && body.name === 'sync-collection') return syncCollection(context, body);
