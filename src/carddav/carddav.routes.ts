@@ -43,6 +43,7 @@ import {
   cardNameOfHref,
   davSegments,
   hasControlCharacter,
+  hasSeparator,
   hrefOf,
   hrefs,
   isOwnSpace,
@@ -212,6 +213,7 @@ async function dav(app: FastifyInstance): Promise<void> {
   // Authentication comes first (401 before 400, 413 and 415): before the body is read.
   app.addHook('onRequest', async (request, reply) => {
     if (request.method === 'OPTIONS') return;
+    app.refuseWhileSignInsFull(request, reply);
     const userId = await signedInUser(app, request);
     if (userId === null) return refuseSignIn(app, request, reply);
     request.davUserId = userId;
@@ -220,6 +222,7 @@ async function dav(app: FastifyInstance): Promise<void> {
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const segments = davSegments(request.url);
     if (segments?.some(hasControlCharacter)) throw new DavError(400, 'Invalid path: a segment holds a control character');
+    if (segments?.some(hasSeparator)) throw new DavError(400, 'Invalid path: a segment holds an encoded slash or backslash');
     if (request.method === 'OPTIONS') {
       const kind = segments && kindByShape(segments);
       return reply

@@ -48,6 +48,21 @@ interface Case {
 }
 
 const cases: Case[] = [
+  // A name that would be a path (own book only, but a client or an export could follow it).
+  ...[
+    ['PUT', `${book}..%2F..%2Fx.vcf`],
+    ['GET', `${book}..%2F..%2Fx.vcf`],
+    ['PUT', `${book}..%5C..%5Cx.vcf`],
+    ['DELETE', `${book}a%2Fb.vcf`],
+    ['PROPFIND', `/dav/addressbooks/${user.id}%2Fcontacts/`],
+  ].map(([method, url]): Case => ({
+    name: `an encoded separator, ${method} ${url}`,
+    method: method!,
+    url: url!,
+    ...(method === 'PUT' ? { body: card('separator', 'Separator'), headers: VCARD } : { headers: { depth: '0' } }),
+    status: 400,
+    detail: 'Invalid path: a segment holds an encoded slash or backslash',
+  })),
   // NUL and control characters in path segments, on every method.
   ...['GET', 'HEAD', 'DELETE', 'PROPFIND', 'PROPPATCH', 'REPORT', 'MKCOL', 'OPTIONS', 'COPY', 'TRACE', 'SEARCH'].map((method): Case => ({
     name: `NUL in a card name, ${method}`,
