@@ -28,6 +28,8 @@ const RATE_LIMITED = {
     { limit: 'sync' },
     { limit: 'avatar' },
     { limit: 'app-password' },
+    { limit: 'multiget' },
+    { limit: 'card-put' },
   ],
 } as const;
 
@@ -147,6 +149,8 @@ export default fp(
       sync: app.config.rateLimitSyncPerMin,
       avatar: app.config.rateLimitAvatarPerMin,
       'app-password': app.config.rateLimitAppPasswordPerMin,
+      multiget: app.config.rateLimitMultigetPerMin,
+      'card-put': app.config.rateLimitCardPutPerMin,
     };
     const buckets = new WeakMap<FastifyRequest, Bucket>();
     const perUser = (bucket: PerUserBucket, userId: number | string): Bucket => ({

@@ -1,4 +1,5 @@
 import { METHODS } from 'node:http';
+import { Readable } from 'node:stream';
 import { TextDecoder } from 'node:util';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { namesTag } from '../../plugins/http/conditional.js';
@@ -10,9 +11,10 @@ import {
   checkPutPreconditions,
   deleteCard,
   findCard,
-  findCards,
-  listCards,
-  listCardsWithText,
+  BATCH_CARDS,
+  cardBatches,
+  cardIdsByName,
+  listCardIds,
   putCard,
 } from '../contacts/cards.service.js';
 import { ContactQuotaExceeded } from '../contacts/contacts.service.js';
@@ -26,6 +28,7 @@ import {
   cardResponse,
   homeProperties,
   key,
+  multistatusChunks,
   multistatusDocument,
   principalProperties,
   type PropertyRequest,
@@ -51,7 +54,7 @@ import {
   type Resource,
   resolve,
 } from './resources.js';
-import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError, XmlTooLarge } from './xml.js';
+import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError, type XmlNode, XmlTooLarge } from './xml.js';
 
 /*
  * The CardDAV face (RFC 6352 over RFC 4918, with RFC 6578 and RFC 6764): every rule is in
@@ -78,6 +81,8 @@ const BASIC_CHALLENGE = 'Basic realm="contacts", charset="UTF-8"';
 const MAX_CARD_OCTETS = 262_144;
 /** A multiget's href is echoed in its response: far above any path of this face, far below the body limit. */
 const MAX_HREF_CHARS = 4096;
+/** A multiget's hrefs: clients ask for a few hundred at a time; 10,000 is a 1 MiB body of short hrefs. */
+const MAX_MULTIGET_HREFS = 10_000;
 const XML_TYPES = new Set(['application/xml', 'text/xml']);
 const CARD_TYPES = new Set(['text/vcard', 'text/x-vcard']);
 const CARD_CONTENT_TYPE = 'text/vcard; charset=utf-8';
@@ -330,18 +335,51 @@ async function propfind(context: DavContext) {
       : resource.kind === 'home'
         ? [{ href: hrefs.book(userId), properties: await collectionProperties(context, 'book', wanted) }]
         : [];
-  const needsText = wanted.kind === 'prop' && wanted.names.some((name) => name.ns === CARDDAV && name.name === 'address-data');
   const listed = depth === '1' && resource.kind === 'book';
-  if (listed) await countListing(context);
-  const cards = !listed ? [] : needsText ? await listCardsWithText(app, userId) : await listCards(app, userId);
-  return multistatus(
-    reply,
-    multistatusDocument([
-      setResponse(hrefOf(resource, userId), properties, wanted),
-      ...members.map((member) => setResponse(member.href, member.properties, wanted)),
-      ...cards.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted)),
-    ]),
-  );
+  const head = [
+    setResponse(hrefOf(resource, userId), properties, wanted),
+    ...members.map((member) => setResponse(member.href, member.properties, wanted)),
+  ];
+  if (!listed) return multistatus(reply, multistatusDocument(head));
+  await countListing(context);
+  const slot = takeStreamSlot(context);
+  const ids = await listCardIds(app, userId);
+  async function* responses(): AsyncGenerator<XmlNode[]> {
+    yield head;
+    for await (const batch of cardBatches(app, userId, ids, needsText(wanted)))
+      yield batch.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted));
+  }
+  return streamMultistatus(context, slot, responses());
+}
+
+/** Whether the request asks for `C:address-data`: only then is the cards' text read. */
+function needsText(wanted: PropertyRequest): boolean {
+  return wanted.kind === 'prop' && wanted.names.some((name) => name.ns === CARDDAV && name.name === 'address-data');
+}
+
+/**
+ * Takes a slot for a streamed answer (src/carddav/stream-slots.ts): 429 past the user's share, 503
+ * past the instance's, both with Retry-After. Given back when the answer ends, however it ends.
+ */
+function takeStreamSlot({ app, reply, userId }: Pick<DavContext, 'app' | 'reply' | 'userId'>): () => void {
+  const release = app.davStreamSlots.take(userId);
+  reply.raw.once('close', release);
+  return release;
+}
+
+/**
+ * Sends a 207 whose responses are written batch by batch as the client reads them (each batch read
+ * only when the one before has been taken), then gives the slot back.
+ */
+function streamMultistatus(
+  { reply }: Pick<DavContext, 'reply'>,
+  release: () => void,
+  responses: AsyncIterable<XmlNode[]>,
+  syncToken?: () => string | undefined,
+): FastifyReply {
+  const body = Readable.from(multistatusChunks(responses, syncToken), { objectMode: false, highWaterMark: 1 });
+  body.once('close', release);
+  return reply.code(207).type('application/xml; charset=utf-8').send(body);
 }
 
 /** One address book per user, fixed: every property is protected (RFC 4918 §9.2), and nothing changes. */
@@ -365,31 +403,44 @@ async function report(context: DavContext) {
 }
 
 /** RFC 6352 §8.7: the requested cards, each missing one as its own 404 response (Depth ignored). */
-async function multiget({ app, reply, userId }: DavContext, body: XmlElement) {
+async function multiget(context: DavContext, body: XmlElement) {
+  const { app, request, reply, userId } = context;
   const wanted = propertyRequestOf(body);
   // Each href answered once: a repeated one would repeat its card in the answer.
   const requested = [...new Set(children(body, DAV, 'href').map((href) => href.text.trim()))];
+  if (requested.length > MAX_MULTIGET_HREFS)
+    throw new DavError(400, `The multiget names ${requested.length} hrefs: at most ${MAX_MULTIGET_HREFS}`);
   const tooLong = requested.find((href) => href.length > MAX_HREF_CHARS);
   if (tooLong !== undefined) throw new DavError(400, `An href holds ${tooLong.length} characters: at most ${MAX_HREF_CHARS}`);
+  await app.countPerUser(request, reply, 'multiget', userId);
+  const slot = takeStreamSlot(context);
   const names = requested.map((href) => cardNameOfHref(href, userId));
-  const found = new Map(
-    (
-      await findCards(
-        app,
-        userId,
-        names.filter((name): name is string => name !== null),
-      )
-    ).map((card) => [card.name, card]),
+  const found = await cardIdsByName(
+    app,
+    userId,
+    names.filter((name): name is string => name !== null),
   );
-  return multistatus(
-    reply,
-    multistatusDocument(
-      requested.map((href, i) => {
-        const card = names[i] === null ? undefined : found.get(names[i]!);
-        return card ? cardResponse(hrefs.card(userId, card.name), card, wanted) : statusResponse(href, 404);
-      }),
-    ),
-  );
+  const ids = names.map((name) => (name === null ? undefined : found.get(name)));
+  async function* responses(): AsyncGenerator<XmlNode[]> {
+    let next = 0;
+    // Up to `card` (or the end), the hrefs that name no card, or a card deleted since: 404 each.
+    const missingUntil = (id: number | null) => {
+      const missing: XmlNode[] = [];
+      for (; next < requested.length && (id === null || ids[next] !== id); next++) missing.push(statusResponse(requested[next]!, 404));
+      return missing;
+    };
+    const present = ids.filter((id): id is number => id !== undefined);
+    for await (const batch of cardBatches(app, userId, present, needsText(wanted))) {
+      const answered: XmlNode[] = [];
+      for (const card of batch) {
+        answered.push(...missingUntil(card.id), cardResponse(hrefs.card(userId, card.name), card, wanted));
+        next++;
+      }
+      yield answered;
+    }
+    yield missingUntil(null);
+  }
+  return streamMultistatus(context, slot, responses());
 }
 
 /** `n` of a `limit`/`nresults` element in namespace `ns`, or null; 400 when it is no whole number. */
@@ -402,24 +453,38 @@ function limitOf(body: XmlElement, ns: string): number | null {
 }
 
 /** RFC 6352 §8.6: the cards matching the filter (Depth 1), at most `C:limit` of them. */
-async function query({ app, request, reply, userId, resource }: DavContext, body: XmlElement) {
+async function query(context: DavContext, body: XmlElement) {
+  const { app, request, reply, userId, resource } = context;
   const depth = depthOf(request) ?? '0';
   const wanted = propertyRequestOf(body);
-  let filter;
+  let filter: ReturnType<typeof compileFilter>;
   try {
     filter = compileFilter(child(body, CARDDAV, 'filter'));
   } catch (error) {
     if (error instanceof FilterRefused) throw new DavError(403, error.message, { ns: CARDDAV, name: error.precondition });
     throw error;
   }
-  const limit = limitOf(body, CARDDAV);
-  if (depth !== '0') await countListing({ app, request, reply, userId });
-  const all = depth === '0' ? [] : await listCardsWithText(app, userId);
-  const matching = all.filter((card) => filter(card.text!));
-  const page = limit === null ? matching : matching.slice(0, limit);
-  const responses = page.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted));
-  if (page.length < matching.length) responses.push(truncatedResponse(hrefOf(resource, userId)));
-  return multistatus(reply, multistatusDocument(responses));
+  const limit = limitOf(body, CARDDAV) ?? Number.MAX_SAFE_INTEGER;
+  if (depth === '0') return multistatus(reply, multistatusDocument([]));
+  await countListing({ app, request, reply, userId });
+  const slot = takeStreamSlot(context);
+  const ids = await listCardIds(app, userId);
+  async function* responses(): AsyncGenerator<XmlNode[]> {
+    let matched = 0;
+    // Every card is read to test it; a batch's cards are parsed on one turn of the event loop.
+    for await (const batch of cardBatches(app, userId, ids, true)) {
+      const answered: XmlNode[] = [];
+      for (const card of batch.filter((candidate) => filter(candidate.text!))) {
+        if (matched++ === limit) {
+          yield [...answered, truncatedResponse(hrefOf(resource, userId))];
+          return;
+        }
+        answered.push(cardResponse(hrefs.card(userId, card.name), card, wanted));
+      }
+      yield answered;
+    }
+  }
+  return streamMultistatus(context, slot, responses());
 }
 
 /**
@@ -433,7 +498,8 @@ async function countListing({ app, request, reply, userId }: Pick<DavContext, 'a
 }
 
 /** RFC 6578: changes since the token, on the frontier and tombstones of `GET /api/contacts/sync`. */
-async function syncCollection({ app, request, reply, userId, resource }: DavContext, body: XmlElement) {
+async function syncCollection(context: DavContext, body: XmlElement) {
+  const { app, request, reply, userId, resource } = context;
   const depth = depthOf(request);
   if (depth !== null && depth !== '0') throw new DavError(400, 'sync-collection takes Depth 0');
   await countListing({ app, request, reply, userId });
@@ -452,12 +518,16 @@ async function syncCollection({ app, request, reply, userId, resource }: DavCont
     }
     throw error;
   }
-  const responses = [
-    ...changes.changed.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted)),
-    ...changes.removed.map((name) => statusResponse(hrefs.card(userId, name), 404)),
-  ];
-  if (changes.truncated) responses.push(truncatedResponse(hrefOf(resource, userId)));
-  return multistatus(reply, multistatusDocument(responses, changes.token));
+  const { changed, removed, truncated, token: next } = changes;
+  const slot = takeStreamSlot(context);
+  async function* responses(): AsyncGenerator<XmlNode[]> {
+    for await (const batch of cardBatches(app, userId, changed, needsText(wanted)))
+      yield batch.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted));
+    for (let at = 0; at < removed.length; at += BATCH_CARDS)
+      yield removed.slice(at, at + BATCH_CARDS).map((name) => statusResponse(hrefs.card(userId, name), 404));
+    if (truncated) yield [truncatedResponse(hrefOf(resource, userId))];
+  }
+  return streamMultistatus(context, slot, responses(), () => next);
 }
 
 /** GET and HEAD of a card; HEAD sends the headers GET would, without the body. */
@@ -480,6 +550,7 @@ function checkCardType(request: FastifyRequest): void {
 }
 
 async function putCardRoute({ app, request, reply, userId }: DavContext, name: string) {
+  await app.countPerUser(request, reply, 'card-put', userId);
   const body = bodyOf(request);
   const conditions = { ifMatch: request.headers['if-match'], ifNoneMatch: request.headers['if-none-match'] };
   try {

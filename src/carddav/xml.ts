@@ -197,6 +197,11 @@ export function xmlDocument(ns: string, name: string, content: XmlNode): string 
   });
 }
 
+/** Content without a document around it: elements whose prefixes a document built by xmlDocument declares. */
+export function xmlFragment(content: XmlNode): string {
+  return builder.build(content);
+}
+
 /**
  * The qualified name and any declaration element `name` needs: a known namespace by its prefix, any
  * other by a prefix of its own (`N1`, `N2`, … unique within `index`), declared on the element.
