@@ -308,7 +308,7 @@ export const variables = {
     type: 'integer',
     minimum: 1,
     maximum: 1000,
-    default: 4,
+    default: 8,
     description:
       'CardDAV multistatus answers written batch by batch (multiget, sync-collection, PROPFIND Depth 1 of the book, addressbook-query) one user may have in flight per instance; the next is 429.',
   },
