@@ -26,13 +26,24 @@ t.test('a multiget across batches answers each href in its order, a missing one 
     const put = await call('PUT', `${book}${name}.vcf`, card(name, name, [`NOTE:${'n'.repeat(200 * 1024)}`]), VCARD);
     t.equal(put.statusCode, 201);
   }
-  const small = Array.from({ length: 520 }, (_, i) => `s${i}`);
-  for (const name of small) await call('PUT', `${book}${name}.vcf`, card(name, name), VCARD);
+  const csv = Array.from({ length: 520 }, (_, i) => `S${i},Small,s${i}@example.com,+1415555${String(i).padStart(4, '0')},1990-01-01`);
+  const imported = await app.inject({
+    method: 'POST',
+    url: '/api/contacts/import',
+    headers: { authorization: `Bearer ${user.token}`, 'content-type': 'text/csv' },
+    payload: `first_name,last_name,email,phone,birthday\n${csv.join('\n')}\n`,
+  });
+  t.equal(imported.statusCode, 200, imported.body);
+  const listing = await call('PROPFIND', book, `<D:propfind ${NS}><D:prop><C:address-data/></D:prop></D:propfind>`, { depth: '1' });
+  t.equal(listing.statusCode, 207);
+  const listed = responseHrefs(listing.body);
+  t.equal(listed.length, 1 + 3 + 520, 'the book and every card, across batches');
+  const small = listed.slice(4);
   const requested = [
     `${book}none-first.vcf`,
     ...big.map((name) => `${book}${name}.vcf`),
     `${book}none-between.vcf`,
-    ...small.map((name) => `${book}${name}.vcf`),
+    ...small,
     `${book}none-last.vcf`,
   ];
   const res = await call('REPORT', book, multigetOf(requested, '<D:getetag/><C:address-data/>'));
@@ -42,15 +53,16 @@ t.test('a multiget across batches answers each href in its order, a missing one 
   t.equal(res.body.match(/n{204800}/g)?.length, 3, 'each large card whole');
   t.ok(res.body.endsWith('</D:response></D:multistatus>'));
 
-  const listing = await call('PROPFIND', book, `<D:propfind ${NS}><D:prop><C:address-data/></D:prop></D:propfind>`, { depth: '1' });
-  t.equal(listing.statusCode, 207);
-  t.equal(responseHrefs(listing.body).length, 1 + 3 + 520, 'the book and every card');
   const sync = await call('REPORT', book, `<D:sync-collection ${NS}><D:sync-token/><D:prop><D:getetag/></D:prop></D:sync-collection>`);
   t.equal(responseHrefs(sync.body).length, 523);
   t.match(sync.body, /<\/D:response><D:sync-token>urn:contacts-service:sync:[^<]+<\/D:sync-token><\/D:multistatus>$/);
-  const query = `<C:addressbook-query ${NS}><D:prop><D:getetag/></D:prop><C:filter><C:prop-filter name="FN"><C:text-match match-type="starts-with">s5</C:text-match></C:prop-filter></C:filter><C:limit><C:nresults>5</C:nresults></C:limit></C:addressbook-query>`;
+  const query = `<C:addressbook-query ${NS}><D:prop><D:getetag/></D:prop><C:filter><C:prop-filter name="FN"><C:text-match match-type="starts-with">S5</C:text-match></C:prop-filter></C:filter><C:limit><C:nresults>5</C:nresults></C:limit></C:addressbook-query>`;
   const queried = await call('REPORT', book, query, { depth: '1' });
-  t.strictSame(responseHrefs(queried.body), [...['s5', 's50', 's51', 's52', 's53'].map((name) => `${book}${name}.vcf`), book]);
+  t.strictSame(
+    responseHrefs(queried.body),
+    [...[5, 50, 51, 52, 53].map((i) => small[i]!), book],
+    'the first 5 matches in id order, then the 507',
+  );
   t.match(queried.body, /<D:number-of-matches-within-limits\/><\/D:error><\/D:response><\/D:multistatus>$/);
 });
 
