@@ -92,12 +92,12 @@ export async function listCardIds(deps: ContactsDeps, ownerId: number, afterId =
 }
 
 /**
- * A batch of a streamed answer (docs/limits.md, "CardDAV"): at most 500 cards and 512 KiB of card
+ * A batch of a streamed answer (docs/limits.md, "CardDAV"): at most 500 cards and 256 KiB of card
  * text (one card more when a single one is larger), so that the cards in flight of a read never
  * grow with the book. Without the text, 100 cards: each row still holds its `additional_data`.
  */
 export const BATCH_CARDS = 500;
-export const BATCH_OCTETS = 512 * 1024;
+export const BATCH_OCTETS = 256 * 1024;
 const SUMMARY_BATCH_CARDS = 100;
 
 /**

@@ -1,6 +1,6 @@
 /**
  * CardDAV answers written batch by batch (docs/limits.md, "CardDAV"): a multiget across batch
- * boundaries (500 cards, 512 KiB of text) answers every href in its order, 404s in between; at most
+ * boundaries (500 cards, 256 KiB of text) answers every href in its order, 404s in between; at most
  * 10,000 hrefs; multiget and PUT in per-user buckets; streamed answers in flight per user (429)
  * and per instance (503), given back when the client is gone. The memory of 8 concurrent
  * multigets of a 50 MiB book is printed by `npm run bench:carddav-bounds`.
