@@ -63,8 +63,6 @@ async function main(): Promise<void> {
       LOG_LEVEL: 'warn',
       DATA_DIR: dataDir,
       ...LIMITS_LIFTED,
-      RATE_LIMIT_MULTIGET_PER_MIN: '1000000',
-      RATE_LIMIT_CARD_PUT_PER_MIN: '1000000',
     },
     { path: '/readyz', status: 200 },
   );
