@@ -28,6 +28,8 @@ export const LIMITS_LIFTED = {
   RATE_LIMIT_EXPORT_PER_MIN: '1000000',
   RATE_LIMIT_SYNC_PER_MIN: '1000000',
   RATE_LIMIT_AVATAR_PER_MIN: '1000000',
+  RATE_LIMIT_MULTIGET_PER_MIN: '1000000',
+  RATE_LIMIT_CARD_PUT_PER_MIN: '1000000',
   // bench:carddav adds its changes to a book of 100,000 cards, the quota's size.
   CONTACTS_MAX_PER_USER: '10000000',
 } as const;

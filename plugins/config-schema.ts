@@ -306,6 +306,35 @@ export const variables = {
     default: 5,
     description: 'Account deletions and password changes a minute per user, together (each checks the account password).',
   },
+  RATE_LIMIT_MULTIGET_PER_MIN: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1_000_000,
+    default: 600,
+    description: 'CardDAV addressbook-multiget REPORTs a minute per user (each names at most 10,000 hrefs).',
+  },
+  RATE_LIMIT_CARD_PUT_PER_MIN: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1_000_000,
+    default: 600,
+    description: 'CardDAV card PUTs a minute per user.',
+  },
+  DAV_STREAMS_PER_USER: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1000,
+    default: 8,
+    description:
+      'CardDAV multistatus answers written batch by batch (multiget, sync-collection, PROPFIND Depth 1 of the book, addressbook-query) one user may have in flight per instance; the next is 429.',
+  },
+  DAV_STREAMS_PER_INSTANCE: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 10_000,
+    default: 64,
+    description: 'CardDAV multistatus answers written batch by batch in flight per instance, all users together; the next is 503.',
+  },
   EXPORT_CONCURRENT_PER_USER: {
     type: 'integer',
     minimum: 1,

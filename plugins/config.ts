@@ -69,6 +69,10 @@ export interface AppConfig {
   rateLimitAppPasswordPerMin: number;
   rateLimitAccountPerMin: number;
   /** Exports one user may have in flight (spooling or sending) in one instance; past it 429. */
+  rateLimitMultigetPerMin: number;
+  rateLimitCardPutPerMin: number;
+  davStreamsPerUser: number;
+  davStreamsPerInstance: number;
   exportConcurrentPerUser: number;
   /** Exports in flight in one instance; past it 503. */
   exportConcurrentPerInstance: number;
@@ -341,6 +345,10 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     rateLimitAvatarPerMin: values.RATE_LIMIT_AVATAR_PER_MIN,
     rateLimitAppPasswordPerMin: values.RATE_LIMIT_APP_PASSWORD_PER_MIN,
     rateLimitAccountPerMin: values.RATE_LIMIT_ACCOUNT_PER_MIN,
+    rateLimitMultigetPerMin: values.RATE_LIMIT_MULTIGET_PER_MIN,
+    rateLimitCardPutPerMin: values.RATE_LIMIT_CARD_PUT_PER_MIN,
+    davStreamsPerUser: values.DAV_STREAMS_PER_USER,
+    davStreamsPerInstance: values.DAV_STREAMS_PER_INSTANCE,
     exportConcurrentPerUser: values.EXPORT_CONCURRENT_PER_USER,
     exportConcurrentPerInstance: values.EXPORT_CONCURRENT_PER_INSTANCE,
     exportSpoolMaxBytes: values.EXPORT_SPOOL_MAX_BYTES,

@@ -29,6 +29,8 @@ const RATE_LIMITED = {
     { limit: 'avatar' },
     { limit: 'app-password' },
     { limit: 'account' },
+    { limit: 'multiget' },
+    { limit: 'card-put' },
   ],
 } as const;
 
@@ -123,6 +125,11 @@ declare module 'fastify' {
      * anonymous bucket of its client address, the one `/api` uses; throws TooManyRequests once it is full.
      */
     countFailedSignIn(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+    /**
+     * 429 (TooManyRequests) when countFailedSignIn answered 429 for this client address within its
+     * window: checked before the credentials are, so a refused sign-in costs no database lookup.
+     */
+    refuseWhileSignInsFull(request: FastifyRequest, reply: FastifyReply): void;
     /** Counts a signed-in request outside `/api` (a CardDAV sync) against the user's bucket, as an operation naming it does. */
     countPerUser(request: FastifyRequest, reply: FastifyReply, bucket: PerUserBucket, userId: number): Promise<void>;
     /**
@@ -151,6 +158,8 @@ export default fp(
       avatar: app.config.rateLimitAvatarPerMin,
       'app-password': app.config.rateLimitAppPasswordPerMin,
       account: app.config.rateLimitAccountPerMin,
+      multiget: app.config.rateLimitMultigetPerMin,
+      'card-put': app.config.rateLimitCardPutPerMin,
     };
     const buckets = new WeakMap<FastifyRequest, Bucket>();
     const perUser = (bucket: PerUserBucket, userId: number | string): Bucket => ({
@@ -246,7 +255,29 @@ export default fp(
       if (list.length > 0) await countInEach(request, reply, list);
     });
 
-    app.decorate('countFailedSignIn', (request: FastifyRequest, reply: FastifyReply) => countInEach(request, reply, [anonymous(request)]));
+    // Where an address's anonymous bucket was full, until its window ends: known without asking
+    // the store, so this instance looks up at most one sign-in per full window and address.
+    const signInsFullUntil = new LRUCache<string, { max: number; endsAt: number }>({ max: FALLBACK_BUCKETS });
+    app.decorate('countFailedSignIn', async (request: FastifyRequest, reply: FastifyReply) => {
+      const bucket = anonymous(request);
+      try {
+        await countInEach(request, reply, [bucket]);
+      } catch (error) {
+        if (error instanceof TooManyRequests)
+          signInsFullUntil.set(bucket.key, { max: bucket.max, endsAt: Date.now() + Number(error.headers['Retry-After']) * 1000 });
+        throw error;
+      }
+    });
+    app.decorate('refuseWhileSignInsFull', (request: FastifyRequest, reply: FastifyReply) => {
+      const bucket = anonymous(request);
+      const full = signInsFullUntil.get(bucket.key);
+      if (!full) return;
+      const seconds = Math.ceil((full.endsAt - Date.now()) / 1000);
+      if (seconds <= 0) return void signInsFullUntil.delete(bucket.key);
+      setHeaders(reply, { max: full.max, remaining: 0, ttlInSeconds: seconds });
+      rateLimited.inc({ limit: bucket.name });
+      throw new TooManyRequests(seconds);
+    });
     app.decorate('countPerUser', (request: FastifyRequest, reply: FastifyReply, bucket: PerUserBucket, userId: number) =>
       countInEach(request, reply, [perUser(bucket, userId)]),
     );

@@ -22,6 +22,7 @@ import { carddavRoutes } from './carddav/carddav.routes.js';
 import { withDavFrameworkErrors } from './carddav/errors.js';
 import { avatarsHandlers } from './avatars/avatars.routes.js';
 import { contactsHandlers } from './contacts/contacts.routes.js';
+import { StreamSlots } from './carddav/stream-slots.js';
 import { ExportSlots } from './contacts/export-slots.js';
 import largeOwnersPlugin from './contacts/large-owners.js';
 import { declareTransferMetrics } from './contacts/transfer.service.js';
@@ -140,6 +141,7 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
   };
   declareTransferMetrics(app.metrics);
   app.decorate('exportSlots', new ExportSlots(config));
+  app.decorate('davStreamSlots', new StreamSlots(config));
   registerOperations(app, operationTable, handlers);
   // WebDAV methods cannot be OpenAPI operations: the CardDAV face is routed on its own (docs/carddav.md).
   await app.register(carddavRoutes);

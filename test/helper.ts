@@ -161,6 +161,8 @@ export const HEAVY_WORK_UNLIMITED = {
   RATE_LIMIT_AVATAR_PER_MIN: '100000',
   RATE_LIMIT_APP_PASSWORD_PER_MIN: '100000',
   RATE_LIMIT_ACCOUNT_PER_MIN: '100000',
+  RATE_LIMIT_MULTIGET_PER_MIN: '100000',
+  RATE_LIMIT_CARD_PUT_PER_MIN: '100000',
 };
 
 /** testEnv's lifted limits unset again: the production defaults, for the tests of those defaults. */

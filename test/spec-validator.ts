@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { Readable } from 'node:stream';
 import redocly from '@redocly/openapi-core/package.json' with { type: 'json' };
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
@@ -244,6 +245,12 @@ export async function checkResponsesAgainstSpec(app: FastifyInstance, report: (p
   app.addHook('onSend', async (request, reply, payload) => {
     if (isWebDav(request.url)) {
       const body = typeof payload === 'string' || Buffer.isBuffer(payload) ? payload : null;
+      // A multistatus written batch by batch: its text is the test's to read; its type is checked here.
+      if (payload instanceof Readable) {
+        if (reply.statusCode !== 207 || reply.getHeader('content-type') !== 'application/xml; charset=utf-8')
+          report(`${request.method} ${request.url} → ${reply.statusCode}: a streamed answer must be an XML 207`);
+        return payload;
+      }
       const response = {
         method: request.method,
         url: request.url,

@@ -1,4 +1,5 @@
 import { METHODS } from 'node:http';
+import { Readable } from 'node:stream';
 import { TextDecoder } from 'node:util';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { namesTag } from '../../plugins/http/conditional.js';
@@ -10,9 +11,10 @@ import {
   checkPutPreconditions,
   deleteCard,
   findCard,
-  findCards,
-  listCards,
-  listCardsWithText,
+  BATCH_CARDS,
+  cardBatches,
+  cardIdsByName,
+  listCardIds,
   putCard,
 } from '../contacts/cards.service.js';
 import { ContactQuotaExceeded } from '../contacts/contacts.service.js';
@@ -26,6 +28,7 @@ import {
   cardResponse,
   homeProperties,
   key,
+  multistatusChunks,
   multistatusDocument,
   principalProperties,
   type PropertyRequest,
@@ -43,6 +46,7 @@ import {
   cardNameOfHref,
   davSegments,
   hasControlCharacter,
+  hasSeparator,
   hrefOf,
   hrefs,
   isOwnSpace,
@@ -50,7 +54,7 @@ import {
   type Resource,
   resolve,
 } from './resources.js';
-import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError } from './xml.js';
+import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError, type XmlNode, XmlTooLarge } from './xml.js';
 
 /*
  * The CardDAV face (RFC 6352 over RFC 4918, with RFC 6578 and RFC 6764): every rule is in
@@ -76,6 +80,8 @@ const WELL_KNOWN_ALLOWED = ['OPTIONS', 'GET', 'HEAD', 'PROPFIND'];
 const MAX_CARD_OCTETS = 262_144;
 /** A multiget's href is echoed in its response: far above any path of this face, far below the body limit. */
 const MAX_HREF_CHARS = 4096;
+/** A multiget's hrefs: clients ask for a few hundred at a time; 10,000 is a 1 MiB body of short hrefs. */
+const MAX_MULTIGET_HREFS = 10_000;
 const XML_TYPES = new Set(['application/xml', 'text/xml']);
 const CARD_TYPES = new Set(['text/vcard', 'text/x-vcard']);
 const CARD_CONTENT_TYPE = 'text/vcard; charset=utf-8';
@@ -91,16 +97,25 @@ function bodyOf(request: FastifyRequest): Buffer {
   return Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
 }
 
-/** The XML body of a request: null when there is none; 415 for another content type, 400 when it does not parse. */
-function xmlBody(request: FastifyRequest): XmlElement | null {
+/**
+ * The largest XML body of each method (docs/limits.md, "CardDAV"): a PROPFIND or PROPPATCH names at
+ * most 100 properties of at most 4,096 characters together; a REPORT may list 10,000 hrefs.
+ */
+const XML_BODY_MAX_BYTES: Record<string, number> = { PROPFIND: 128 * 1024, PROPPATCH: 128 * 1024, REPORT: 1024 * 1024 };
+
+/** The XML body of a request: null when there is none; 415 for another content type, 413 past a bound, 400 when it does not parse. */
+async function xmlBody(request: FastifyRequest): Promise<XmlElement | null> {
   const body = bodyOf(request);
   if (body.length === 0) return null;
   const type = mediaTypeOf(request);
   if (type !== null && !XML_TYPES.has(type)) throw new DavError(415, `Unsupported Media Type: ${shortened(type)}`);
+  const maxBytes = XML_BODY_MAX_BYTES[request.method]!;
+  if (body.length > maxBytes) throw new DavError(413, `A ${request.method} body is at most ${maxBytes} bytes`);
   try {
-    return parseXml(utf8.decode(body));
+    return await parseXml(utf8.decode(body));
   } catch (error) {
     if (error instanceof XmlError) throw new DavError(400, 'Malformed XML body');
+    if (error instanceof XmlTooLarge) throw new DavError(413, error.message);
     if (error instanceof TypeError) throw new DavError(400, 'Malformed XML body: not UTF-8');
     throw error;
   }
@@ -202,6 +217,7 @@ async function dav(app: FastifyInstance): Promise<void> {
   // Authentication comes first (401 before 400, 413 and 415): before the body is read.
   app.addHook('onRequest', async (request, reply) => {
     if (request.method === 'OPTIONS') return;
+    app.refuseWhileSignInsFull(request, reply);
     const userId = await signedInUser(app, request);
     if (userId === null) return refuseSignIn(app, request, reply);
     request.davUserId = userId;
@@ -210,6 +226,7 @@ async function dav(app: FastifyInstance): Promise<void> {
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const segments = davSegments(request.url);
     if (segments?.some(hasControlCharacter)) throw new DavError(400, 'Invalid path: a segment holds a control character');
+    if (segments?.some(hasSeparator)) throw new DavError(400, 'Invalid path: a segment holds an encoded slash or backslash');
     if (request.method === 'OPTIONS') {
       const kind = segments && kindByShape(segments);
       return reply
@@ -303,7 +320,7 @@ async function propfind(context: DavContext) {
   if (depth === null || depth === 'infinity') {
     throw new DavError(403, 'Depth infinity is not supported: send Depth 0 or 1', { ns: DAV, name: 'propfind-finite-depth' });
   }
-  const body = xmlBody(request);
+  const body = await xmlBody(request);
   const wanted = propertyRequestOf(body && expectRoot(body, DAV, 'propfind'));
   if (resource.kind === 'card') {
     const card = await findCard(app, userId, resource.name, 'own-writes');
@@ -317,29 +334,58 @@ async function propfind(context: DavContext) {
       : resource.kind === 'home'
         ? [{ href: hrefs.book(userId), properties: await collectionProperties(context, 'book', wanted) }]
         : [];
-  const needsText = wanted.kind === 'prop' && wanted.names.some((name) => name.ns === CARDDAV && name.name === 'address-data');
   const listed = depth === '1' && resource.kind === 'book';
-  if (listed) await countListing(context);
+  const head = [
+    setResponse(hrefOf(resource, userId), properties, wanted),
+    ...members.map((member) => setResponse(member.href, member.properties, wanted)),
+  ];
+  if (!listed) return multistatus(reply, multistatusDocument(head));
+  await countListing(context);
+  const slot = takeStreamSlot(context);
   // Beside the book's sync token, the cards are read on the primary: a token ahead of them would skip a change.
   const freshness = needsSyncToken(wanted) ? 'latest' : 'own-writes';
-  const cards = !listed
-    ? []
-    : needsText
-      ? await listCardsWithText(app, userId, 0, Number.MAX_SAFE_INTEGER, freshness)
-      : await listCards(app, userId, freshness);
-  return multistatus(
-    reply,
-    multistatusDocument([
-      setResponse(hrefOf(resource, userId), properties, wanted),
-      ...members.map((member) => setResponse(member.href, member.properties, wanted)),
-      ...cards.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted)),
-    ]),
-  );
+  const ids = await listCardIds(app, userId, freshness);
+  async function* responses(): AsyncGenerator<XmlNode[]> {
+    yield head;
+    for await (const batch of cardBatches(app, userId, ids, needsText(wanted), freshness))
+      yield batch.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted));
+  }
+  return streamMultistatus(context, slot, responses());
+}
+
+/** Whether the request asks for `C:address-data`: only then is the cards' text read. */
+function needsText(wanted: PropertyRequest): boolean {
+  return wanted.kind === 'prop' && wanted.names.some((name) => name.ns === CARDDAV && name.name === 'address-data');
+}
+
+/**
+ * Takes a slot for a streamed answer (src/carddav/stream-slots.ts): 429 past the user's share, 503
+ * past the instance's, both with Retry-After. Given back when the answer ends, however it ends.
+ */
+function takeStreamSlot({ app, reply, userId }: Pick<DavContext, 'app' | 'reply' | 'userId'>): () => void {
+  const release = app.davStreamSlots.take(userId);
+  reply.raw.once('close', release);
+  return release;
+}
+
+/**
+ * Sends a 207 whose responses are written batch by batch as the client reads them (each batch read
+ * only when the one before has been taken), then gives the slot back.
+ */
+function streamMultistatus(
+  { reply }: Pick<DavContext, 'reply'>,
+  release: () => void,
+  responses: AsyncIterable<XmlNode[]>,
+  syncToken?: () => string | undefined,
+): FastifyReply {
+  const body = Readable.from(multistatusChunks(responses, syncToken), { objectMode: false, highWaterMark: 1 });
+  body.once('close', release);
+  return reply.code(207).type('application/xml; charset=utf-8').send(body);
 }
 
 /** One address book per user, fixed: every property is protected (RFC 4918 §9.2), and nothing changes. */
 async function proppatch({ request, reply, userId, resource }: DavContext) {
-  const update = expectRoot(xmlBody(request), DAV, 'propertyupdate');
+  const update = expectRoot(await xmlBody(request), DAV, 'propertyupdate');
   const names = boundedNames(
     update.children
       .filter((action) => action.ns === DAV && (action.name === 'set' || action.name === 'remove'))
@@ -350,7 +396,7 @@ async function proppatch({ request, reply, userId, resource }: DavContext) {
 
 async function report(context: DavContext) {
   const { request } = context;
-  const body = xmlBody(request);
+  const body = await xmlBody(request);
   if (body?.ns === CARDDAV && body.name === 'addressbook-multiget') return multiget(context, body);
   if (body?.ns === CARDDAV && body.name === 'addressbook-query') return query(context, body);
   if (body?.ns === DAV && body.name === 'sync-collection') return syncCollection(context, body);
@@ -358,32 +404,45 @@ async function report(context: DavContext) {
 }
 
 /** RFC 6352 §8.7: the requested cards, each missing one as its own 404 response (Depth ignored). */
-async function multiget({ app, reply, userId }: DavContext, body: XmlElement) {
+async function multiget(context: DavContext, body: XmlElement) {
+  const { app, request, reply, userId } = context;
   const wanted = propertyRequestOf(body);
   // Each href answered once: a repeated one would repeat its card in the answer.
   const requested = [...new Set(children(body, DAV, 'href').map((href) => href.text.trim()))];
+  if (requested.length > MAX_MULTIGET_HREFS)
+    throw new DavError(400, `The multiget names ${requested.length} hrefs: at most ${MAX_MULTIGET_HREFS}`);
   const tooLong = requested.find((href) => href.length > MAX_HREF_CHARS);
   if (tooLong !== undefined) throw new DavError(400, `An href holds ${tooLong.length} characters: at most ${MAX_HREF_CHARS}`);
+  await app.countPerUser(request, reply, 'multiget', userId);
+  const slot = takeStreamSlot(context);
   const names = requested.map((href) => cardNameOfHref(href, userId));
-  const found = new Map(
-    (
-      await findCards(
-        app,
-        userId,
-        names.filter((name): name is string => name !== null),
-        'own-writes',
-      )
-    ).map((card) => [card.name, card]),
+  const found = await cardIdsByName(
+    app,
+    userId,
+    names.filter((name): name is string => name !== null),
+    'own-writes',
   );
-  return multistatus(
-    reply,
-    multistatusDocument(
-      requested.map((href, i) => {
-        const card = names[i] === null ? undefined : found.get(names[i]!);
-        return card ? cardResponse(hrefs.card(userId, card.name), card, wanted) : statusResponse(href, 404);
-      }),
-    ),
-  );
+  const ids = names.map((name) => (name === null ? undefined : found.get(name)));
+  async function* responses(): AsyncGenerator<XmlNode[]> {
+    let next = 0;
+    // Up to `card` (or the end), the hrefs that name no card, or a card deleted since: 404 each.
+    const missingUntil = (id: number | null) => {
+      const missing: XmlNode[] = [];
+      for (; next < requested.length && (id === null || ids[next] !== id); next++) missing.push(statusResponse(requested[next]!, 404));
+      return missing;
+    };
+    const present = ids.filter((id): id is number => id !== undefined);
+    for await (const batch of cardBatches(app, userId, present, needsText(wanted), 'own-writes')) {
+      const answered: XmlNode[] = [];
+      for (const card of batch) {
+        answered.push(...missingUntil(card.id), cardResponse(hrefs.card(userId, card.name), card, wanted));
+        next++;
+      }
+      yield answered;
+    }
+    yield missingUntil(null);
+  }
+  return streamMultistatus(context, slot, responses());
 }
 
 /** `n` of a `limit`/`nresults` element in namespace `ns`, or null; 400 when it is no whole number. */
@@ -396,24 +455,38 @@ function limitOf(body: XmlElement, ns: string): number | null {
 }
 
 /** RFC 6352 §8.6: the cards matching the filter (Depth 1), at most `C:limit` of them. */
-async function query({ app, request, reply, userId, resource }: DavContext, body: XmlElement) {
+async function query(context: DavContext, body: XmlElement) {
+  const { app, request, reply, userId, resource } = context;
   const depth = depthOf(request) ?? '0';
   const wanted = propertyRequestOf(body);
-  let filter;
+  let filter: ReturnType<typeof compileFilter>;
   try {
     filter = compileFilter(child(body, CARDDAV, 'filter'));
   } catch (error) {
     if (error instanceof FilterRefused) throw new DavError(403, error.message, { ns: CARDDAV, name: error.precondition });
     throw error;
   }
-  const limit = limitOf(body, CARDDAV);
-  if (depth !== '0') await countListing({ app, request, reply, userId });
-  const all = depth === '0' ? [] : await listCardsWithText(app, userId, 0, Number.MAX_SAFE_INTEGER, 'own-writes');
-  const matching = all.filter((card) => filter(card.text!));
-  const page = limit === null ? matching : matching.slice(0, limit);
-  const responses = page.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted));
-  if (page.length < matching.length) responses.push(truncatedResponse(hrefOf(resource, userId)));
-  return multistatus(reply, multistatusDocument(responses));
+  const limit = limitOf(body, CARDDAV) ?? Number.MAX_SAFE_INTEGER;
+  if (depth === '0') return multistatus(reply, multistatusDocument([]));
+  await countListing({ app, request, reply, userId });
+  const slot = takeStreamSlot(context);
+  const ids = await listCardIds(app, userId, 'own-writes');
+  async function* responses(): AsyncGenerator<XmlNode[]> {
+    let matched = 0;
+    // Every card is read to test it; a batch's cards are parsed on one turn of the event loop.
+    for await (const batch of cardBatches(app, userId, ids, true, 'own-writes')) {
+      const answered: XmlNode[] = [];
+      for (const card of batch.filter((candidate) => filter(candidate.text!))) {
+        if (matched++ === limit) {
+          yield [...answered, truncatedResponse(hrefOf(resource, userId))];
+          return;
+        }
+        answered.push(cardResponse(hrefs.card(userId, card.name), card, wanted));
+      }
+      yield answered;
+    }
+  }
+  return streamMultistatus(context, slot, responses());
 }
 
 /**
@@ -427,7 +500,8 @@ async function countListing({ app, request, reply, userId }: Pick<DavContext, 'a
 }
 
 /** RFC 6578: changes since the token, on the frontier and tombstones of `GET /api/contacts/sync`. */
-async function syncCollection({ app, request, reply, userId, resource }: DavContext, body: XmlElement) {
+async function syncCollection(context: DavContext, body: XmlElement) {
+  const { app, request, reply, userId, resource } = context;
   const depth = depthOf(request);
   if (depth !== null && depth !== '0') throw new DavError(400, 'sync-collection takes Depth 0');
   await countListing({ app, request, reply, userId });
@@ -446,12 +520,16 @@ async function syncCollection({ app, request, reply, userId, resource }: DavCont
     }
     throw error;
   }
-  const responses = [
-    ...changes.changed.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted)),
-    ...changes.removed.map((name) => statusResponse(hrefs.card(userId, name), 404)),
-  ];
-  if (changes.truncated) responses.push(truncatedResponse(hrefOf(resource, userId)));
-  return multistatus(reply, multistatusDocument(responses, changes.token));
+  const { changed, removed, truncated, token: next } = changes;
+  const slot = takeStreamSlot(context);
+  async function* responses(): AsyncGenerator<XmlNode[]> {
+    for await (const batch of cardBatches(app, userId, changed, needsText(wanted)))
+      yield batch.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted));
+    for (let at = 0; at < removed.length; at += BATCH_CARDS)
+      yield removed.slice(at, at + BATCH_CARDS).map((name) => statusResponse(hrefs.card(userId, name), 404));
+    if (truncated) yield [truncatedResponse(hrefOf(resource, userId))];
+  }
+  return streamMultistatus(context, slot, responses(), () => next);
 }
 
 /** GET and HEAD of a card; HEAD sends the headers GET would, without the body. */
@@ -474,6 +552,7 @@ function checkCardType(request: FastifyRequest): void {
 }
 
 async function putCardRoute({ app, request, reply, userId }: DavContext, name: string) {
+  await app.countPerUser(request, reply, 'card-put', userId);
   const body = bodyOf(request);
   const conditions = { ifMatch: request.headers['if-match'], ifNoneMatch: request.headers['if-none-match'] };
   try {

@@ -11,6 +11,7 @@ import {
   type XmlElement,
   type XmlNode,
   type XmlValue,
+  xmlFragment,
   xmlText,
 } from './xml.js';
 
@@ -314,10 +315,24 @@ export function protectedResponse(href: string, names: PropertyName[]): XmlNode 
   };
 }
 
-/** A `D:multistatus` document of these responses, and a `D:sync-token` after them when given. */
-export function multistatusDocument(responses: XmlNode[], syncToken?: string): string {
-  return xmlDocument(DAV, 'multistatus', {
-    'D:response': responses,
-    ...(syncToken === undefined ? {} : { 'D:sync-token': xmlText(syncToken) }),
-  });
+/** Where a multistatus document's responses go, between its head and its tail. */
+const RESPONSES_MARK = '<X:responses/>';
+
+/**
+ * A `D:multistatus` document written as it is read: its head, each batch of responses as it comes,
+ * and its tail with the `D:sync-token` when given. Nothing is built whole, so an answer's memory is
+ * one batch's, whatever the book holds (docs/limits.md, "CardDAV").
+ */
+export async function* multistatusChunks(batches: AsyncIterable<XmlNode[]>, syncToken?: () => string | undefined): AsyncGenerator<string> {
+  const document = xmlDocument(DAV, 'multistatus', { 'X:responses': '' });
+  const at = document.indexOf(RESPONSES_MARK);
+  yield document.slice(0, at);
+  for await (const responses of batches) if (responses.length > 0) yield xmlFragment({ 'D:response': responses });
+  const token = syncToken?.();
+  yield (token === undefined ? '' : xmlFragment({ 'D:sync-token': xmlText(token) })) + document.slice(at + RESPONSES_MARK.length);
+}
+
+/** A `D:multistatus` document of these responses, built whole (an answer of a few responses). */
+export function multistatusDocument(responses: XmlNode[]): string {
+  return xmlDocument(DAV, 'multistatus', { 'D:response': responses });
 }

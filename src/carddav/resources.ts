@@ -43,9 +43,17 @@ export function hasControlCharacter(segment: string): boolean {
   return CONTROL.test(segment);
 }
 
+/** A slash or backslash, percent-encoded into one segment: `..%2F..%2Fx.vcf` would name a path, not a resource. */
+const SEPARATOR = /[/\\]/;
+
+/** Whether a decoded path segment holds a path separator (the face answers 400). */
+export function hasSeparator(segment: string): boolean {
+  return SEPARATOR.test(segment);
+}
+
 function isCardName(name: string): boolean {
   const octets = Buffer.byteLength(name);
-  return octets >= 1 && octets <= MAX_NAME_OCTETS && name !== '.' && name !== '..' && !hasControlCharacter(name);
+  return octets >= 1 && octets <= MAX_NAME_OCTETS && name !== '.' && name !== '..' && !hasControlCharacter(name) && !hasSeparator(name);
 }
 
 /** The resource `segments` name for user `userId`, or null (a path of no resource, or of another user: 404). */

@@ -3,7 +3,7 @@ import { XMLBuilder } from 'fast-xml-parser';
 
 /*
  * XML in and out of the CardDAV face. Requests are read by `sax` (isaacs/sax-js: a maintained,
- * dependency-free streaming parser with namespace support) in strict mode: it never fetches
+ * dependency-free streaming parser; prefixes are resolved here, see parseXml) in strict mode: it never fetches
  * anything, knows only XML's five predefined entities (an undeclared `&name;` is an error), and is
  * told to stop at a `<!DOCTYPE` before reading any of it, so no DTD, external entity or entity
  * expansion ("billion laughs") can take effect. Answers are built from plain objects by
@@ -31,34 +31,87 @@ export interface XmlElement {
 /** Why a body is no usable XML; the CardDAV face answers 400. */
 export class XmlError extends Error {}
 
-/** Elements may nest this deep: DAV bodies need a handful of levels. */
-const MAX_DEPTH = 64;
+/** A body over one of XML_BOUNDS; the CardDAV face answers 413. */
+export class XmlTooLarge extends Error {}
 
-/** Parses a request body; XmlError when it is not well-formed, holds a DTD, or nests too deeply. */
-export function parseXml(text: string): XmlElement {
-  const parser = sax.parser(true, { xmlns: true, trim: false, normalize: false });
+/**
+ * Bounds on a request body's XML (docs/limits.md, "CardDAV"), each checked as the parser reaches
+ * it, so a body costs at most linear time before it is refused. A multiget of MAX_MULTIGET_HREFS
+ * hrefs is the largest body a client sends: one element per href, and a few for the properties.
+ */
+export const XML_BOUNDS = {
+  /** Elements may nest this deep: DAV bodies need a handful of levels. */
+  depth: 64,
+  /** Attributes of one element, namespace declarations included: clients declare a few namespaces. */
+  attributesPerElement: 64,
+  /** Elements of one body: 10,000 hrefs of a multiget and its properties, with room to spare. */
+  elements: 20_000,
+};
+
+/** Characters parsed between two turns of the event loop: about a millisecond of parsing. */
+const SLICE_CHARS = 64 * 1024;
+const XML_NAMESPACE = 'http://www.w3.org/XML/1998/namespace';
+
+/** The prefixes in scope: each element that declares one inherits the rest from its parent's. */
+type Scope = Record<string, string>;
+
+/**
+ * Parses a request body; XmlError when it is not well-formed, holds a DTD, or passes a bound of
+ * XML_BOUNDS. sax runs without its namespace mode, whose check of each attribute against the
+ * element's earlier ones (`attribList.indexOf`) made an element with n attributes cost n²; the
+ * prefixes are resolved here, with a scope per element that declares any. The text is fed in
+ * slices with a turn of the event loop between them, so other requests are answered meanwhile.
+ */
+export async function parseXml(text: string): Promise<XmlElement> {
+  const parser = sax.parser(true, { xmlns: false, trim: false, normalize: false });
   const stack: XmlElement[] = [];
+  // No prototype: a prefix such as `constructor` finds nothing but what the body declared.
+  const scopes: Scope[] = [Object.assign(Object.create(null) as Scope, { xml: XML_NAMESPACE, '': '' })];
   let root: XmlElement | null = null;
+  let elements = 0;
+  let attributes = 0;
   parser.ondoctype = () => {
     throw new XmlError('Malformed XML body');
   };
   parser.onerror = (error) => {
     throw new XmlError(`Malformed XML body: ${error.message.split('\n', 1)[0]}`);
   };
+  parser.onopentagstart = () => {
+    attributes = 0;
+    if (++elements > XML_BOUNDS.elements) throw new XmlTooLarge(`The XML body holds more than ${XML_BOUNDS.elements} elements`);
+    if (stack.length >= XML_BOUNDS.depth) throw new XmlError('Malformed XML body: nested too deeply');
+  };
+  parser.onattribute = () => {
+    if (++attributes > XML_BOUNDS.attributesPerElement)
+      throw new XmlTooLarge(`An XML element holds more than ${XML_BOUNDS.attributesPerElement} attributes`);
+  };
   parser.onopentag = (tag) => {
-    const { uri, local, attributes } = tag as sax.QualifiedTag;
-    const element: XmlElement = { ns: uri, name: local, attributes: {}, children: [], text: '' };
-    for (const attribute of Object.values(attributes)) {
-      if (NOT_XML_CHAR.test(attribute.value)) throw new XmlError('Malformed XML body: a character XML cannot hold');
-      if (attribute.prefix !== 'xmlns' && attribute.name !== 'xmlns') element.attributes[attribute.local] = attribute.value;
+    const declared = (tag as sax.Tag).attributes;
+    let scope = scopes[scopes.length - 1]!;
+    const plain: [string, string][] = [];
+    for (const [name, value] of Object.entries(declared)) {
+      if (NOT_XML_CHAR.test(value)) throw new XmlError('Malformed XML body: a character XML cannot hold');
+      if (name === 'xmlns' || name.startsWith('xmlns:')) {
+        const prefix = name === 'xmlns' ? '' : name.slice(6);
+        // Namespaces in XML 1.0 §3: a prefix is never bound to no namespace; `xml` and `xmlns` are fixed.
+        if (prefix !== '' && (value === '' || prefix === 'xmlns' || (prefix === 'xml') !== (value === XML_NAMESPACE)))
+          throw new XmlError('Malformed XML body: a namespace declaration XML forbids');
+        if (scope === scopes[scopes.length - 1]) scope = Object.create(scope) as Scope;
+        scope[prefix] = value;
+      } else plain.push([name, value]);
     }
-    if (stack.length >= MAX_DEPTH) throw new XmlError('Malformed XML body: nested too deeply');
+    scopes.push(scope);
+    const element: XmlElement = { ...qualifiedName(tag.name, scope, true), attributes: {}, children: [], text: '' };
+    for (const [name, value] of plain) element.attributes[qualifiedName(name, scope, false).name] = value;
     if (stack.length > 0) stack[stack.length - 1]!.children.push(element);
     else if (root) throw new XmlError('Malformed XML body: more than one root element');
     else root = element;
     stack.push(element);
   };
-  parser.onclosetag = () => void stack.pop();
+  parser.onclosetag = () => {
+    stack.pop();
+    scopes.pop();
+  };
   // sax lets control characters (raw, or as `&#0;`) through; XML 1.0 §2.2 has none of them.
   const onText = (value: string) => {
     if (NOT_XML_CHAR.test(value)) throw new XmlError('Malformed XML body: a character XML cannot hold');
@@ -67,13 +120,31 @@ export function parseXml(text: string): XmlElement {
   parser.ontext = onText;
   parser.oncdata = onText;
   try {
-    parser.write(text).close();
+    for (let at = 0; at < text.length; at += SLICE_CHARS) {
+      if (at > 0) await new Promise((resolve) => setImmediate(resolve));
+      parser.write(text.slice(at, at + SLICE_CHARS));
+    }
+    parser.close();
   } catch (error) {
-    if (error instanceof XmlError) throw error;
+    if (error instanceof XmlError || error instanceof XmlTooLarge) throw error;
     throw new XmlError('Malformed XML body');
   }
   if (!root) throw new XmlError('Malformed XML body: no root element');
   return root;
+}
+
+/**
+ * The namespace and local name of a qualified name in `scope`; an element without a prefix is in
+ * the default namespace, an attribute in none. An undeclared prefix is XmlError.
+ */
+function qualifiedName(name: string, scope: Scope, isElement: boolean): { ns: string; name: string } {
+  const colon = name.indexOf(':');
+  if (colon < 0) return { ns: isElement ? scope['']! : '', name };
+  const prefix = name.slice(0, colon);
+  const local = name.slice(colon + 1);
+  const ns = prefix === '' || local === '' || local.includes(':') ? undefined : scope[prefix];
+  if (ns === undefined || prefix === 'xmlns') throw new XmlError('Malformed XML body: an undeclared namespace prefix');
+  return { ns, name: local };
 }
 
 /** The first child of `element` named `name` in namespace `ns`. */
@@ -124,6 +195,11 @@ export function xmlDocument(ns: string, name: string, content: XmlNode): string 
     '?xml': { '@version': '1.0', '@encoding': 'UTF-8' },
     [`${PREFIXES[ns]}:${name}`]: { ...declarations, ...content },
   });
+}
+
+/** Content without a document around it: elements whose prefixes a document built by xmlDocument declares. */
+export function xmlFragment(content: XmlNode): string {
+  return builder.build(content);
 }
 
 /**

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { cardsByIds, listCardsWithText, type StoredCard } from './cards.service.js';
+import { listCardIds } from './cards.service.js';
 import { derivedCardName } from './cards.js';
 import { purgeTombstones } from './sync.service.js';
 import * as repository from './sync.repository.js';
@@ -111,9 +111,9 @@ export async function bookSyncToken(deps: CardSyncDeps, ownerId: number): Promis
   return encode(deps.config.jwtSecret, ownerId, await currentState(deps, ownerId));
 }
 
-/** A sync-collection answer: cards changed (with their text), names removed, the token to go on from, and whether more is waiting. */
+/** A sync-collection answer: contact ids of the cards changed (read by the answer batch by batch), names removed, the token to go on from, and whether more is waiting. */
 export interface CardChanges {
-  changed: StoredCard[];
+  changed: number[];
   removed: string[];
   token: string;
   truncated: boolean;
@@ -131,7 +131,6 @@ export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: st
   const current = await currentState(deps, ownerId);
   const currentToken = encode(secret, ownerId, current);
   const max = limit ?? Number.MAX_SAFE_INTEGER;
-  const cards = (ids: number[]) => cardsByIds(deps, ownerId, ids);
   if (token === '') return firstListing(deps, ownerId, current, max, 0);
   if (token === currentToken) return { changed: [], removed: [], token: currentToken, truncated: false };
   const state = decode(secret, ownerId, token);
@@ -147,10 +146,8 @@ export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: st
   const page = changes.slice(0, max);
   const truncated = changes.length > max;
   if (truncated && page.length === 0) throw new SyncLimitTooLow();
-  const writtenIds = page.filter((change) => !change.deleted).map((change) => change.id);
-  const byId = new Map((await cards(writtenIds)).map((card) => [card.id, card]));
   // In the order the changes were made; one deleted since it was read is told by the next round.
-  const written = writtenIds.flatMap((id) => byId.get(id) ?? []);
+  const written = page.filter((change) => !change.deleted).map((change) => change.id);
   const last = page.at(-1);
   const next: TokenState = truncated && last ? { f: state.f, x: last.xid, i: last.id, n: round.next.f } : round.next;
   return {
@@ -163,10 +160,10 @@ export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: st
 
 /** Every card after contact `afterId`, at most `max`; the rounds after it start at `from`. */
 async function firstListing(deps: CardSyncDeps, ownerId: number, from: { f: string }, max: number, afterId: number): Promise<CardChanges> {
-  const listed = await listCardsWithText(deps, ownerId, afterId, max === Number.MAX_SAFE_INTEGER ? max : max + 1);
+  const listed = await listCardIds(deps, ownerId, 'latest', afterId, max === Number.MAX_SAFE_INTEGER ? max : max + 1);
   const changed = listed.slice(0, max);
   const truncated = listed.length > max;
   if (truncated && changed.length === 0) throw new SyncLimitTooLow();
-  const next: TokenState = truncated ? { f: from.f, a: changed.at(-1)!.id } : { f: from.f };
+  const next: TokenState = truncated ? { f: from.f, a: changed.at(-1)! } : { f: from.f };
   return { changed, removed: [], token: encode(deps.config.jwtSecret, ownerId, next), truncated };
 }

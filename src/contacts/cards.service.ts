@@ -82,45 +82,78 @@ export async function findCard(
   return row && storedCard(row);
 }
 
-/** The owner's cards with these names (a name that is none is left out). */
-export async function findCards(
+/** The owner's contact ids of the cards with these names, by name (a name that is none is left out). */
+export async function cardIdsByName(
   deps: ContactsDeps,
   ownerId: number,
   names: readonly string[],
   freshness: Freshness = 'latest',
-): Promise<StoredCard[]> {
+): Promise<Map<string, number>> {
   const derived = names.flatMap((name) => {
     const id = idOfDerivedCardName(name);
     return id === null ? [] : [id];
   });
-  const [byId, byName] = await readingOwner(deps, ownerId, freshness, (db) =>
-    Promise.all([repository.findCardRows(db, ownerId, derived), repository.findCardRowsByChosenNames(db, ownerId, names)]),
-  );
   const wanted = new Set(names);
-  const found = new Map<number, StoredCard>();
-  for (const row of [...byId, ...byName]) if (wanted.has(nameOf(row))) found.set(row.id, storedCard(row));
-  return [...found.values()];
+  const rows = await readingOwner(deps, ownerId, freshness, (db) => repository.findCardNames(db, ownerId, derived, names));
+  return new Map(rows.filter((row) => wanted.has(nameOf(row))).map((row) => [nameOf(row), row.id]));
 }
 
-/** The owner's cards with these contact ids, with their text. */
-export async function cardsByIds(deps: ContactsDeps, ownerId: number, ids: readonly number[]): Promise<StoredCard[]> {
-  return (await repository.findCardRows(deps.db, ownerId, ids)).map(storedCard);
-}
-
-/** Up to `limit` of the owner's cards after contact `afterId`, in id order, with their text. */
-export async function listCardsWithText(
+/** Up to `limit` of the owner's contact ids after `afterId`, in id order. */
+export async function listCardIds(
   deps: ContactsDeps,
   ownerId: number,
+  freshness: Freshness = 'latest',
   afterId = 0,
   limit = Number.MAX_SAFE_INTEGER,
-  freshness: Freshness = 'latest',
-): Promise<StoredCard[]> {
-  return (await readingOwner(deps, ownerId, freshness, (db) => repository.listCardRows(db, ownerId, afterId, limit))).map(storedCard);
+): Promise<number[]> {
+  return readingOwner(deps, ownerId, freshness, (db) => repository.listCardIds(db, ownerId, afterId, limit));
 }
 
-/** Every card of the owner in id order, without the text. */
-export async function listCards(deps: ContactsDeps, ownerId: number, freshness: Freshness = 'latest'): Promise<StoredCard[]> {
-  return (await readingOwner(deps, ownerId, freshness, (db) => repository.listCardSummaries(db, ownerId))).map(summarized);
+/**
+ * A batch of a streamed answer (docs/limits.md, "CardDAV"): at most 500 cards and 256 KiB of card
+ * text (one card more when a single one is larger), so that the cards in flight of a read never
+ * grow with the book. Without the text, 100 cards: each row still holds its `additional_data`.
+ */
+export const BATCH_CARDS = 500;
+export const BATCH_OCTETS = 256 * 1024;
+const SUMMARY_BATCH_CARDS = 100;
+
+/**
+ * The owner's cards with these contact ids, in their order, batch by batch (with the text when
+ * `withText`); an id that is no longer a contact is left out. Each batch is read and its
+ * connection released before it is yielded, so a slow reader holds no database connection.
+ */
+export async function* cardBatches(
+  deps: ContactsDeps,
+  ownerId: number,
+  ids: readonly number[],
+  withText: boolean,
+  freshness: Freshness = 'latest',
+): AsyncGenerator<StoredCard[]> {
+  for (let at = 0; at < ids.length;) {
+    let batch: readonly number[];
+    if (withText) {
+      const window = ids.slice(at, at + BATCH_CARDS);
+      const octets = await readingOwner(deps, ownerId, freshness, (db) => repository.cardOctets(db, ownerId, window));
+      let total = 0;
+      let take = 0;
+      for (const id of window) {
+        total += octets.get(id) ?? 0;
+        if (take > 0 && total > BATCH_OCTETS) break;
+        take++;
+      }
+      batch = window.slice(0, take);
+    } else batch = ids.slice(at, at + SUMMARY_BATCH_CARDS);
+    at += batch.length;
+    const distinct = [...new Set(batch)];
+    const cards = await readingOwner(deps, ownerId, freshness, async (db) =>
+      withText
+        ? (await repository.findCardRows(db, ownerId, distinct)).map(storedCard)
+        : (await repository.findCardSummaries(db, ownerId, distinct)).map(summarized),
+    );
+    const byId = new Map(cards.map((card) => [card.id, card]));
+    yield batch.flatMap((id) => byId.get(id) ?? []);
+  }
 }
 
 /** Preconditions of a card PUT (RFC 7232): `If-Match` tags, `If-None-Match: *`. */

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import addFormats from 'ajv-formats';
+import { unstorableInput } from '../../plugins/http/input-guard.js';
 import { additionalDataOf } from './formats/entries.js';
 import {
   type Card,
@@ -148,11 +149,24 @@ function emailOf(value: string): string | null {
   return email.length <= EMAIL_MAX && EMAIL.test(email) ? email : null;
 }
 
+/**
+ * X-ADDITIONAL-DATA as `additional_data`: null when it is no JSON object or over 16 KiB (the line
+ * stays in the card); CardRefused when it is one that REST would refuse to take back (nested over
+ * 32 levels counting the body, a NUL or an unpaired surrogate), since a REST client sending the contact back would
+ * get 422 and PostgreSQL's jsonb cannot hold the latter.
+ */
 function additionalDataFrom(value: string): Record<string, unknown> | null {
   const parsed = additionalDataOf(unescapeValue(value));
   if ('detail' in parsed || parsed.value === null) return null;
+  // Counted as REST counts it: the data is one level inside the body.
+  const unstorable = unstorableInput(ADDITIONAL_DATA_LINE, { additional_data: parsed.value });
+  // The path to the value is the client's keys: the sentence names the line, not the path.
+  if (unstorable)
+    throw new CardRefused('valid-address-data', ADDITIONAL_DATA_LINE + unstorable.slice(unstorable.lastIndexOf(' must not ')));
   return Buffer.byteLength(JSON.stringify(parsed.value)) <= ADDITIONAL_DATA_MAX_BYTES ? parsed.value : null;
 }
+
+const ADDITIONAL_DATA_LINE = 'X-ADDITIONAL-DATA';
 
 /** First and last name from N (family;given;…) when either is set; else FN split at its last blank. */
 function namesOf(card: Card): { first_name: string; last_name: string } {

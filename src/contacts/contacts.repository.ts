@@ -644,25 +644,61 @@ export async function updateCardContact(
     .executeTakeFirst();
 }
 
-/** Every card of the owner in id order, with its text's length (null: rendered from the fields). */
-export async function listCardSummaries(db: Kysely<Database>, ownerId: number): Promise<CardSummary[]> {
-  return db
+/** Up to `limit` of the owner's contact ids after `afterId`, in id order. */
+export async function listCardIds(db: Kysely<Database>, ownerId: number, afterId: number, limit: number): Promise<number[]> {
+  const rows = await db
     .selectFrom('contacts')
-    .select([...CONTACT_COLUMNS, 'card_name', sql<number | null>`octet_length(card)`.as('card_octets')])
-    .where('owner_id', '=', ownerId)
-    .orderBy('id')
-    .execute();
-}
-
-/** Up to `limit` of the owner's contacts after id `afterId` in id order, with their card columns. */
-export async function listCardRows(db: Kysely<Database>, ownerId: number, afterId: number, limit: number): Promise<CardRow[]> {
-  return db
-    .selectFrom('contacts')
-    .select([...CONTACT_COLUMNS, ...CARD_COLUMNS])
+    .select('id')
     .where('owner_id', '=', ownerId)
     .where('id', '>', afterId)
     .orderBy('id')
     .limit(limit)
+    .execute();
+  return rows.map((row) => row.id);
+}
+
+/** A rendered card's octets beyond its `additional_data`: names, e-mail, phone, birthday, UID and framing. */
+const RENDERED_CARD_OCTETS = 1024;
+
+/** The octets each of these contacts' cards holds (a rendered one's estimated from its data), by id: read without the text. */
+export async function cardOctets(db: Kysely<Database>, ownerId: number, ids: readonly number[]): Promise<Map<number, number>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('contacts')
+    .select([
+      'id',
+      sql<number>`coalesce(octet_length(card), ${RENDERED_CARD_OCTETS} + coalesce(octet_length(additional_data::text), 0))`.as('octets'),
+    ])
+    .where('owner_id', '=', ownerId)
+    .where('id', 'in', ids)
+    .execute();
+  return new Map(rows.map((row) => [row.id, Number(row.octets)]));
+}
+
+/** The owner's contacts with these ids, with their text's length instead of the text. */
+export async function findCardSummaries(db: Kysely<Database>, ownerId: number, ids: readonly number[]): Promise<CardSummary[]> {
+  if (ids.length === 0) return [];
+  return db
+    .selectFrom('contacts')
+    .select([...CONTACT_COLUMNS, 'card_name', sql<number | null>`octet_length(card)`.as('card_octets')])
+    .where('owner_id', '=', ownerId)
+    .where('id', 'in', ids)
+    .execute();
+}
+
+/** The id and chosen name of the owner's contacts with these ids, or whose card has one of these chosen names. */
+export async function findCardNames(
+  db: Kysely<Database>,
+  ownerId: number,
+  ids: readonly number[],
+  names: readonly string[],
+): Promise<Pick<CardRow, 'id' | 'card_name'>[]> {
+  if (ids.length === 0 && names.length === 0) return [];
+  return db
+    .selectFrom('contacts')
+    .select(['id', 'card_name'])
+    .where('owner_id', '=', ownerId)
+    .where((eb) => eb.or([...(ids.length > 0 ? [eb('id', 'in', ids)] : []), ...(names.length > 0 ? [eb('card_name', 'in', names)] : [])]))
     .execute();
 }
 
@@ -680,24 +716,6 @@ export async function findCardRows(db: Kysely<Database>, ownerId: number, ids: r
         .where('owner_id', '=', ownerId)
         .where('id', 'in', chunk)
         .orderBy('id')
-        .execute()),
-    );
-  }
-  return rows;
-}
-
-/** The owner's contacts whose cards have these client-chosen names. */
-export async function findCardRowsByChosenNames(db: Kysely<Database>, ownerId: number, names: readonly string[]): Promise<CardRow[]> {
-  const CHUNK = 10_000;
-  const rows: CardRow[] = [];
-  for (let start = 0; start < names.length; start += CHUNK) {
-    const chunk = names.slice(start, start + CHUNK);
-    rows.push(
-      ...(await db
-        .selectFrom('contacts')
-        .select([...CONTACT_COLUMNS, ...CARD_COLUMNS])
-        .where('owner_id', '=', ownerId)
-        .where('card_name', 'in', chunk)
         .execute()),
     );
   }

@@ -260,7 +260,7 @@ t.test('a password reset revokes every app password of the user', async (t) => {
 });
 
 t.test(
-  "each failed sign-in counts against the client address's anonymous limit: 429 past it; OPTIONS and signed-in requests are not limited",
+  "each failed sign-in counts against the client address's anonymous limit: 429 past it, then before any lookup, right password or not; OPTIONS and the well-known URI are not limited",
   async (t) => {
     const limited = await buildAccountsApp(t, { env: { RATE_LIMIT_ANON_PER_MIN: '3' } });
     const user = await loggedInUser(limited);
@@ -284,7 +284,25 @@ t.test(
     t.equal(over.statusCode, 429);
     t.match(over.headers['retry-after'], /^\d+$/);
     t.match(over.body, /<X:detail>Rate limit exceeded, retry in \d+ seconds<\/X:detail><\/D:error>$/);
-    for (let i = 0; i < 5; i++) t.equal((await send(basicAuth(user.username, password))).statusCode, 207, 'signed in: not limited');
+    for (let i = 0; i < 5; i++) {
+      const refused = await send(basicAuth(user.username, password));
+      t.equal(refused.statusCode, 429, 'the right app password too, while the address is over its limit');
+      t.match(refused.headers['retry-after'], /^\d+$/);
+      t.equal(refused.headers['x-ratelimit-remaining'], '0');
+    }
+    const stored = await limited.db
+      .selectFrom('app_passwords')
+      .select('last_used_at')
+      .where('user_id', '=', user.id)
+      .executeTakeFirstOrThrow();
+    t.equal(stored.last_used_at, null, 'refused before the lookup: the app password was never found, so never marked used');
+    const elsewhere = await limited.inject({
+      method: 'PROPFIND' as 'GET',
+      url: '/dav/',
+      remoteAddress: '203.0.113.10',
+      headers: { depth: '0', authorization: basicAuth(user.username, password) },
+    });
+    t.equal(elsewhere.statusCode, 207, 'from another address the same app password signs in');
     const options = await limited.inject({ method: 'OPTIONS', url: '/dav/', remoteAddress: '203.0.113.9' });
     t.equal(options.statusCode, 200);
     const wellKnown = await limited.inject({ method: 'GET', url: '/.well-known/carddav', remoteAddress: '203.0.113.9' });

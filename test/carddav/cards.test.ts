@@ -194,6 +194,29 @@ t.test(
   },
 );
 
+/** A JSON object nesting `depth` levels: `{"a":{"a":…{}}}`. */
+const nested = (depth: number) => `${'{"a":'.repeat(depth - 1)}{}${'}'.repeat(depth - 1)}`;
+
+t.test(
+  'X-ADDITIONAL-DATA 31 levels deep (in a REST body of 32, the bound) is stored, and a REST client can send the contact back',
+  async (t) => {
+    t.equal(
+      (await call('PUT', `${book}deep31.vcf`, card('deep31', 'Deep Enough', [`X-ADDITIONAL-DATA:${nested(31)}`]), VCARD)).statusCode,
+      201,
+    );
+    const contact = await contactOf('deep31.vcf');
+    t.same(contact.additional_data, JSON.parse(nested(31)));
+    const { id, created_at: _created, updated_at: _updated, ...fields } = contact;
+    const back = await rest('PUT', `/api/contacts/${id}`, {
+      ...fields,
+      email: 'deep@example.com',
+      phone: '+14155550100',
+      birthday: '1990-01-01',
+    });
+    t.equal(back.statusCode, 200, back.body);
+  },
+);
+
 t.test('refusals of PUT, each with its precondition element and an X:detail', async (t) => {
   await call('PUT', `${book}holder.vcf`, card('held-uid', 'Holder'), VCARD);
   const big = card('big', 'Big', [`NOTE:${'x'.repeat(262_144)}`]);
@@ -240,6 +263,38 @@ t.test('refusals of PUT, each with its precondition element and an X:detail', as
       403,
       'C:valid-address-data',
       'first_name must NOT have more than 50 characters',
+    ],
+    [
+      'additional data 32 levels deep',
+      card('deep32', 'Deep', [`X-ADDITIONAL-DATA:${nested(32)}`]),
+      VCARD,
+      403,
+      'C:valid-address-data',
+      'X-ADDITIONAL-DATA must not nest more than 32 levels deep',
+    ],
+    [
+      'additional data 8,000 levels deep',
+      card('deep8000', 'Deep', [`X-ADDITIONAL-DATA:${nested(8_000)}`]),
+      VCARD,
+      403,
+      'C:valid-address-data',
+      'X-ADDITIONAL-DATA must not nest more than 32 levels deep',
+    ],
+    [
+      'additional data 40,000 levels deep',
+      card('deep40k', 'Deep', [`X-ADDITIONAL-DATA:${nested(40_000)}`]),
+      VCARD,
+      403,
+      'C:valid-address-data',
+      /^X-ADDITIONAL-DATA /,
+    ],
+    [
+      'additional data with an unpaired surrogate',
+      card('surrogate', 'Surrogate', ['X-ADDITIONAL-DATA:{"a b":"\\ud800"}']),
+      VCARD,
+      403,
+      'C:valid-address-data',
+      'X-ADDITIONAL-DATA must not contain unpaired UTF-16 surrogates',
     ],
     ['big', big, VCARD, 403, 'C:max-resource-size', 'The card is larger than 262144 octets'],
     ['not utf-8', '', VCARD, 403, 'C:valid-address-data', 'Not one well-formed vCard: the body is not UTF-8'],
