@@ -54,6 +54,16 @@ t.test(
     onStandby.on('error', () => undefined);
     await onStandby.connect();
     t.teardown(() => onStandby.end().catch(() => undefined));
+    // The instances made the schema on the primary; the standby applies it only after its delay.
+    const onPrimary = new pg.Client({ connectionString: primary.url });
+    await onPrimary.connect();
+    const { rows } = await onPrimary.query<{ lsn: string }>('select pg_current_wal_lsn() as lsn');
+    await onPrimary.end();
+    while (
+      !(await onStandby.query<{ caught: boolean }>('select pg_last_wal_replay_lsn() >= $1::pg_lsn as caught', [rows[0]!.lsn])).rows[0]!
+        .caught
+    )
+      await sleep(100);
 
     const call = (service: Service, path: string, token: string, init: RequestInit = {}) =>
       fetch(`${service.url}${path}`, {
