@@ -14,12 +14,13 @@ import {
   listCards,
   listCardsWithText,
   putCard,
+  type StoredCard,
 } from '../contacts/cards.service.js';
 import { ContactQuotaExceeded } from '../contacts/contacts.service.js';
 import { findUserById } from '../users/users.repository.js';
 import { verifyAppPassword } from '../users/app-passwords.service.js';
 import { compileFilter, FilterRefused } from './address-data.js';
-import { davErrorHandler, DavError, sendDavError, shortened } from './errors.js';
+import { davErrorHandler, DavError, sendDavError, shortened, XML_TYPE } from './errors.js';
 import {
   bookProperties,
   boundedNames,
@@ -50,7 +51,11 @@ import {
   type Resource,
   resolve,
 } from './resources.js';
-import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError } from './xml.js';
+import { ACL_REPORTS, aclReport, refuseAclChange, withAclProperties } from './acl.js';
+import { copyOrMoveCard, refuseCollectionCopyOrMove } from './copy-move.js';
+import { patchBook, withDeadProperties } from './dead-properties.js';
+import { requestedVersion } from './vcard-version.js';
+import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, xmlDocument, type XmlElement, XmlError } from './xml.js';
 
 /*
  * The CardDAV face (RFC 6352 over RFC 4918, with RFC 6578 and RFC 6764): every rule is in
@@ -215,15 +220,23 @@ async function dav(app: FastifyInstance): Promise<void> {
       const kind = segments && kindByShape(segments);
       return reply
         .code(200)
-        .header('DAV', '1, 3, addressbook')
+        .header('DAV', '1, 3, access-control, addressbook')
         .header('Allow', ALLOWED[kind ?? 'other'].join(', '))
         .send();
     }
     const userId = request.davUserId!;
     if (request.method === 'PUT') checkCardType(request);
     const resource = segments && resolve(segments, userId);
-    // MKCOL anywhere in the caller's own space is refused as a method (one fixed book per user).
-    if (!resource && request.method === 'MKCOL' && segments && isOwnSpace(segments, userId)) throw methodNotAllowed(ALLOWED.other);
+    // RFC 4918 §9.3.1: no collection can be created at an unmapped URL of the caller's own space
+    // (one fixed book per user, and a book holds no collection: RFC 6352 §5.2); a mapped one is 405 below.
+    if (request.method === 'MKCOL' && segments && isOwnSpace(segments, userId)) {
+      if (!resource || (resource.kind === 'card' && !(await findCard(app, userId, resource.name)))) {
+        throw new DavError(403, 'No collection can be created here: every user has one address book, fixed', {
+          ns: CARDDAV,
+          name: 'addressbook-collection-location-ok',
+        });
+      }
+    }
     if (!resource) throw new DavError(404, 'Not Found');
     const context: DavContext = { app, request, reply, userId, resource };
     switch (request.method) {
@@ -233,8 +246,10 @@ async function dav(app: FastifyInstance): Promise<void> {
         if (resource.kind === 'principal' || resource.kind === 'home' || resource.kind === 'book') return proppatch(context);
         break;
       case 'REPORT':
-        if (resource.kind === 'book') return report(context);
-        break;
+        return report(context);
+      case 'ACL':
+        if (resource.kind === 'card' && !(await findCard(app, userId, resource.name))) throw new DavError(404, 'Not Found');
+        return refuseAclChange(resource.kind);
       case 'GET':
       case 'HEAD':
         if (resource.kind === 'card') return getCard(context, resource.name);
@@ -245,10 +260,13 @@ async function dav(app: FastifyInstance): Promise<void> {
       case 'DELETE':
         if (resource.kind === 'card') return deleteCardRoute(context, resource.name);
         break;
+      case 'COPY':
+      case 'MOVE':
+        if (resource.kind === 'card') return copyOrMoveCard(app, request, reply, userId, resource.name);
+        return refuseCollectionCopyOrMove();
     }
     // RFC 9110 §15.5.6: 405 names a resource that exists; a card that does not is 404 (MKCOL: above).
-    if (resource.kind === 'card' && request.method !== 'MKCOL' && !(await findCard(app, userId, resource.name)))
-      throw new DavError(404, 'Not Found');
+    if (resource.kind === 'card' && !(await findCard(app, userId, resource.name))) throw new DavError(404, 'Not Found');
     throw methodNotAllowed(ALLOWED[resource.kind]);
   };
   // No CORS: WebDAV clients are no browsers, and its OPTIONS is capability discovery, not a preflight.
@@ -288,13 +306,21 @@ async function collectionProperties(
   const user = await userContext(context);
   switch (kind) {
     case 'root':
-      return rootProperties(user);
+      return withAclProperties(rootProperties(user), kind, user);
     case 'principal':
-      return principalProperties(user);
+      return withAclProperties(principalProperties(user), kind, user);
     case 'home':
-      return homeProperties(user);
+      return withAclProperties(homeProperties(user), kind, user);
     case 'book':
-      return bookProperties(user, needsSyncToken(request) ? await bookSyncToken(context.app, context.userId) : null);
+      return withDeadProperties(
+        context.app,
+        context.userId,
+        withAclProperties(
+          bookProperties(user, needsSyncToken(request) ? await bookSyncToken(context.app, context.userId) : null),
+          kind,
+          user,
+        ),
+      );
   }
 }
 
@@ -332,9 +358,17 @@ async function propfind(context: DavContext) {
   );
 }
 
-/** One address book per user, fixed: every property is protected (RFC 4918 §9.2), and nothing changes. */
-async function proppatch({ request, reply, userId, resource }: DavContext) {
+/**
+ * The book takes dead properties and its displayname (dead-properties.ts); on the principal and the
+ * home every property is protected (RFC 4918 §9.2), and nothing changes.
+ */
+async function proppatch(context: DavContext) {
+  const { app, request, reply, userId, resource } = context;
   const update = expectRoot(xmlBody(request), DAV, 'propertyupdate');
+  if (resource.kind === 'book') {
+    const live = bookProperties(await userContext(context), '');
+    return multistatus(reply, multistatusDocument([await patchBook(app, userId, hrefOf(resource, userId), update, live)]));
+  }
   const names = boundedNames(
     update.children
       .filter((action) => action.ns === DAV && (action.name === 'set' || action.name === 'remove'))
@@ -344,16 +378,40 @@ async function proppatch({ request, reply, userId, resource }: DavContext) {
 }
 
 async function report(context: DavContext) {
-  const { request } = context;
+  const { app, request, userId, resource } = context;
+  if (resource.kind === 'card' && !(await findCard(app, userId, resource.name))) throw new DavError(404, 'Not Found');
   const body = xmlBody(request);
-  if (body?.ns === CARDDAV && body.name === 'addressbook-multiget') return multiget(context, body);
-  if (body?.ns === CARDDAV && body.name === 'addressbook-query') return query(context, body);
-  if (body?.ns === DAV && body.name === 'sync-collection') return syncCollection(context, body);
-  throw new DavError(400, 'Malformed XML body: the root element must be addressbook-multiget, addressbook-query or sync-collection');
+  if (body?.ns === DAV && ACL_REPORTS.has(body.name)) return principalReport(context, body);
+  const onCards = resource.kind === 'book' || resource.kind === 'card';
+  if (onCards && body?.ns === CARDDAV && body.name === 'addressbook-multiget') return multiget(context, body);
+  if (onCards && body?.ns === CARDDAV && body.name === 'addressbook-query') return query(context, body);
+  // RFC 6578 §3.2: sync-collection is a report of collections; a card answers the other two (RFC 6352 §3).
+  if (body?.ns === DAV && body.name === 'sync-collection' && context.resource.kind === 'book') return syncCollection(context, body);
+  if (!body) throw new DavError(400, 'Malformed XML body: a REPORT needs a body');
+  // RFC 3253 §3.6: a report the resource does not support is the precondition DAV:supported-report.
+  throw new DavError(403, `The report ${shortened(body.name)} is not supported here`, { ns: DAV, name: 'supported-report' });
+}
+
+/** The ACL reports of RFC 3744 §9 (acl.ts), on any resource: their one principal is the user's own. */
+async function principalReport(context: DavContext, body: XmlElement) {
+  const user = await userContext(context);
+  const answer = aclReport(
+    body,
+    depthOf(context.request),
+    user,
+    withAclProperties(principalProperties(user), 'principal', user),
+    propertyRequestOf(body),
+  );
+  if ('multistatus' in answer) return multistatus(context.reply, multistatusDocument(answer.multistatus));
+  return context.reply
+    .code(200)
+    .type(XML_TYPE)
+    .send(xmlDocument(DAV, 'principal-search-property-set', answer.document));
 }
 
 /** RFC 6352 §8.7: the requested cards, each missing one as its own 404 response (Depth ignored). */
 async function multiget({ app, reply, userId }: DavContext, body: XmlElement) {
+  requestedVersion(body);
   const wanted = propertyRequestOf(body);
   // Each href answered once: a repeated one would repeat its card in the answer.
   const requested = [...new Set(children(body, DAV, 'href').map((href) => href.text.trim()))];
@@ -392,22 +450,41 @@ function limitOf(body: XmlElement, ns: string): number | null {
 /** RFC 6352 §8.6: the cards matching the filter (Depth 1), at most `C:limit` of them. */
 async function query({ app, request, reply, userId, resource }: DavContext, body: XmlElement) {
   const depth = depthOf(request) ?? '0';
+  requestedVersion(body);
   const wanted = propertyRequestOf(body);
   let filter;
   try {
     filter = compileFilter(child(body, CARDDAV, 'filter'));
   } catch (error) {
-    if (error instanceof FilterRefused) throw new DavError(403, error.message, { ns: CARDDAV, name: error.precondition });
+    if (error instanceof FilterRefused) {
+      const offending = error.offending && { [`C:${error.offending.element}`]: { '@name': error.offending.name } };
+      throw new DavError(403, error.message, { ns: CARDDAV, name: error.precondition, ...(offending ? { content: offending } : {}) });
+    }
     throw error;
   }
   const limit = limitOf(body, CARDDAV);
-  if (depth !== '0') await countListing({ app, request, reply, userId });
-  const all = depth === '0' ? [] : await listCardsWithText(app, userId);
+  const all = await cardsInScope({ app, request, reply, userId, resource }, depth);
   const matching = all.filter((card) => filter(card.text!));
   const page = limit === null ? matching : matching.slice(0, limit);
   const responses = page.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted));
   if (page.length < matching.length) responses.push(truncatedResponse(hrefOf(resource, userId)));
   return multistatus(reply, multistatusDocument(responses));
+}
+
+/**
+ * The cards an addressbook-query searches: on the book, every card at Depth 1 (none at Depth 0, as
+ * in SabreDAV); on a card, that card (RFC 6352 §8.6: the scope of a non-collection is itself).
+ */
+async function cardsInScope(context: DavContext, depth: string): Promise<StoredCard[]> {
+  const { app, userId, resource } = context;
+  if (resource.kind === 'card') {
+    const card = await findCard(app, userId, resource.name);
+    if (!card) throw new DavError(404, 'Not Found');
+    return [card];
+  }
+  if (depth === '0') return [];
+  await countListing(context);
+  return listCardsWithText(app, userId);
 }
 
 /**
@@ -460,11 +537,17 @@ async function getCard({ app, request, reply, userId }: DavContext, name: string
   return reply.send(card.text);
 }
 
-/** 415 unless the body is declared a vCard (`text/vcard` or `text/x-vcard`, parameters allowed). */
+/**
+ * 415 unless the body is declared a vCard (`text/vcard` or `text/x-vcard`, parameters allowed),
+ * naming the precondition it breaks (RFC 6352 §6.3.2.1, RFC 4918 §16).
+ */
 function checkCardType(request: FastifyRequest): void {
   const type = mediaTypeOf(request);
   if (type === null || !CARD_TYPES.has(type))
-    throw new DavError(415, `Unsupported Media Type: ${type === null ? 'none' : shortened(type)}`);
+    throw new DavError(415, `Unsupported Media Type: ${type === null ? 'none' : shortened(type)}`, {
+      ns: CARDDAV,
+      name: 'supported-address-data',
+    });
 }
 
 async function putCardRoute({ app, request, reply, userId }: DavContext, name: string) {
@@ -487,11 +570,12 @@ async function putCardRoute({ app, request, reply, userId }: DavContext, name: s
       }
       throw new DavError(403, 'Not one well-formed vCard: the body is not UTF-8', { ns: CARDDAV, name: 'valid-address-data' });
     }
-    const { created, card } = await putCard(app, userId, name, text, conditions);
-    return reply
-      .code(created ? 201 : 204)
-      .header('ETag', card.etag)
-      .send();
+    // RFC 6350 §3.2: lines end in CRLF. A card with bare LF or CR ends is stored repaired; the
+    // repaired octets are what GET serves, so the PUT answer carries no ETag (RFC 6352 §6.3.2.3).
+    const stored = text.replace(/\r\n|\r|\n/g, '\r\n');
+    const { created, card } = await putCard(app, userId, name, stored, conditions);
+    if (stored === text) reply.header('ETag', card.etag);
+    return reply.code(created ? 201 : 204).send();
   } catch (error) {
     if (error instanceof CardWriteRefused && error.reason === 'precondition') throw new DavError(412, CHANGED);
     if (error instanceof CardWriteRefused) {

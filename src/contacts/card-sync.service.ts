@@ -153,9 +153,14 @@ export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: st
   const written = writtenIds.flatMap((id) => byId.get(id) ?? []);
   const last = page.at(-1);
   const next: TokenState = truncated && last ? { f: state.f, x: last.xid, i: last.id, n: round.next.f } : round.next;
+  // A name a card was moved onto (RFC 4918 §9.9, Overwrite) is that card's now, not a removed one.
+  const names = new Set(written.map((card) => card.name));
   return {
     changed: written,
-    removed: page.filter((change) => change.deleted).map((change) => change.card_name ?? derivedCardName(change.id)),
+    removed: page
+      .filter((change) => change.deleted)
+      .map((change) => change.card_name ?? derivedCardName(change.id))
+      .filter((name) => !names.has(name)),
     token: encode(secret, ownerId, next),
     truncated,
   };

@@ -15,7 +15,7 @@ const rest = as(app, user);
 const book = `/dav/addressbooks/${user.id}/contacts/`;
 const VCARD = { 'content-type': 'text/vcard' };
 const NS = 'xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:carddav"';
-const TEXT = card('rules', 'Rule Card', ['NOTE:bell\u0007here']);
+const TEXT = card('rules', 'Rule Card', ['NOTE:non\uFFFEcharacter']);
 const put = await call('PUT', `${book}rules.vcf`, TEXT, VCARD);
 if (put.statusCode !== 201) throw new Error(`PUT: ${put.statusCode} ${put.body}`);
 
@@ -55,8 +55,8 @@ t.test('text XML cannot hold is written as U+FFFD in address-data; GET serves th
     book,
     `<C:addressbook-multiget ${NS}><D:prop><C:address-data/></D:prop><D:href>${book}rules.vcf</D:href></C:addressbook-multiget>`,
   );
-  t.match(res.body, 'NOTE:bell\uFFFDhere\r\n');
-  t.match((await call('GET', `${book}rules.vcf`)).body, 'NOTE:bell\u0007here\r\n');
+  t.match(res.body, 'NOTE:non\uFFFDcharacter\r\n');
+  t.match((await call('GET', `${book}rules.vcf`)).body, 'NOTE:non\uFFFEcharacter\r\n');
 });
 
 t.test('addressbook-query at Depth 0 matches nothing (as in SabreDAV); at Depth 1 the same filter matches', async (t) => {
