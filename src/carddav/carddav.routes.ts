@@ -54,7 +54,7 @@ import {
 import { ACL_REPORTS, aclReport, refuseAclChange, withAclProperties } from './acl.js';
 import { copyOrMoveCard, refuseCollectionCopyOrMove } from './copy-move.js';
 import { patchBook, withDeadProperties } from './dead-properties.js';
-import { requestedVersion } from './vcard-version.js';
+import { acceptedVersion, cardInVersion, requestedVersion, storedVersion } from './vcard-version.js';
 import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, xmlDocument, type XmlElement, XmlError } from './xml.js';
 
 /*
@@ -411,7 +411,7 @@ async function principalReport(context: DavContext, body: XmlElement) {
 
 /** RFC 6352 §8.7: the requested cards, each missing one as its own 404 response (Depth ignored). */
 async function multiget({ app, reply, userId }: DavContext, body: XmlElement) {
-  requestedVersion(body);
+  const version = requestedVersion(body);
   const wanted = propertyRequestOf(body);
   // Each href answered once: a repeated one would repeat its card in the answer.
   const requested = [...new Set(children(body, DAV, 'href').map((href) => href.text.trim()))];
@@ -432,7 +432,7 @@ async function multiget({ app, reply, userId }: DavContext, body: XmlElement) {
     multistatusDocument(
       requested.map((href, i) => {
         const card = names[i] === null ? undefined : found.get(names[i]!);
-        return card ? cardResponse(hrefs.card(userId, card.name), card, wanted) : statusResponse(href, 404);
+        return card ? cardResponse(hrefs.card(userId, card.name), cardInVersion(card, version), wanted) : statusResponse(href, 404);
       }),
     ),
   );
@@ -450,7 +450,7 @@ function limitOf(body: XmlElement, ns: string): number | null {
 /** RFC 6352 §8.6: the cards matching the filter (Depth 1), at most `C:limit` of them. */
 async function query({ app, request, reply, userId, resource }: DavContext, body: XmlElement) {
   const depth = depthOf(request) ?? '0';
-  requestedVersion(body);
+  const version = requestedVersion(body);
   const wanted = propertyRequestOf(body);
   let filter;
   try {
@@ -466,7 +466,7 @@ async function query({ app, request, reply, userId, resource }: DavContext, body
   const all = await cardsInScope({ app, request, reply, userId, resource }, depth);
   const matching = all.filter((card) => filter(card.text!));
   const page = limit === null ? matching : matching.slice(0, limit);
-  const responses = page.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted));
+  const responses = page.map((card) => cardResponse(hrefs.card(userId, card.name), cardInVersion(card, version), wanted));
   if (page.length < matching.length) responses.push(truncatedResponse(hrefOf(resource, userId)));
   return multistatus(reply, multistatusDocument(responses));
 }
@@ -527,9 +527,11 @@ async function syncCollection({ app, request, reply, userId, resource }: DavCont
 
 /** GET and HEAD of a card; HEAD sends the headers GET would, without the body. */
 async function getCard({ app, request, reply, userId }: DavContext, name: string) {
-  const card = await findCard(app, userId, name);
-  if (!card) throw new DavError(404, 'Not Found');
-  reply.header('ETag', card.etag).header('Last-Modified', card.updatedAt.toUTCString());
+  const found = await findCard(app, userId, name);
+  if (!found) throw new DavError(404, 'Not Found');
+  // RFC 6352 §5.1.1: `Accept: text/vcard; version=…` naming only the other version converts the card.
+  const card = cardInVersion(found, acceptedVersion(request.headers.accept, storedVersion(found.text!)));
+  reply.header('ETag', card.etag).header('Last-Modified', card.updatedAt.toUTCString()).header('Vary', 'Accept');
   const ifNoneMatch = request.headers['if-none-match'];
   if (ifNoneMatch !== undefined && namesTag(ifNoneMatch, card.etag)) return reply.code(304).send();
   reply.code(200).type(CARD_CONTENT_TYPE);

@@ -457,3 +457,100 @@ t.test('RFC 3744 §9: the four principal reports, over the one principal the use
   const deep = await call('REPORT', principal, '<D:principal-search-property-set xmlns:D="DAV:"/>', { depth: '1' });
   t.equal(deep.statusCode, 400);
 });
+
+t.test('RFC 6352 §5.1.1: a card asked for in the other vCard version is converted, 3.0 to 4.0 and back', async (t) => {
+  const v3 = [
+    'BEGIN:VCARD',
+    'VERSION:3.0',
+    'UID:conv-3',
+    'FN:Jane Doe',
+    'N:Doe;Jane',
+    'item1.TEL;TYPE=CELL,VOICE,PREF:+1 555 010 0199',
+    'TEL;TYPE=WORK:ext. 12',
+    'EMAIL;TYPE=INTERNET,WORK:jane@example.com',
+    'ADR;TYPE=HOME:;;1 Main St\\, Apt 2;Springfield',
+    'BDAY:1985-04-12',
+    'PHOTO;ENCODING=b;TYPE=JPEG:/9j/4AAQSkZJRg==',
+    'NOTE:a\\, b\\; c',
+    'END:VCARD',
+    '',
+  ].join('\r\n');
+  const as4 = [
+    'BEGIN:VCARD',
+    'VERSION:4.0',
+    'UID:conv-3',
+    'FN:Jane Doe',
+    'N:Doe;Jane;;;',
+    'item1.TEL;TYPE=cell,voice;PREF=1;VALUE=uri:tel:+1-555-010-0199',
+    'TEL;TYPE=work:ext. 12',
+    'EMAIL;TYPE=work:jane@example.com',
+    'ADR;TYPE=home:;;1 Main St\\, Apt 2;Springfield;;;',
+    'BDAY:19850412',
+    'PHOTO:data:image/jpeg;base64,/9j/4AAQSkZJRg==',
+    'NOTE:a\\, b\\; c',
+    'END:VCARD',
+    '',
+  ].join('\r\n');
+  const v4 = [
+    'BEGIN:VCARD',
+    'VERSION:4.0',
+    'UID:conv-4',
+    'FN:John Roe',
+    'N:Roe;John;;;',
+    'TEL;VALUE=uri;TYPE=cell;PREF=1:tel:+1-555-010-0100',
+    'EMAIL;TYPE=home:john@example.com',
+    'BDAY:19700102',
+    'LOGO:data:image/png;base64,iVBORw0KGgo=',
+    'PHOTO:https://example.com/john.jpg',
+    'END:VCARD',
+    '',
+  ].join('\r\n');
+  const as3 = [
+    'BEGIN:VCARD',
+    'VERSION:3.0',
+    'UID:conv-4',
+    'FN:John Roe',
+    'N:Roe;John;;;',
+    'TEL;TYPE=CELL,PREF:+1-555-010-0100',
+    'EMAIL;TYPE=HOME:john@example.com',
+    'BDAY:1970-01-02',
+    'LOGO;ENCODING=b;TYPE=PNG:iVBORw0KGgo=',
+    'PHOTO;VALUE=uri:https://example.com/john.jpg',
+    'END:VCARD',
+    '',
+  ].join('\r\n');
+  t.equal((await call('PUT', `${book}conv-3.vcf`, v3, VCARD)).statusCode, 201);
+  t.equal((await call('PUT', `${book}conv-4.vcf`, v4, VCARD)).statusCode, 201);
+  const multiget = (version: string, name: string) =>
+    call(
+      'REPORT',
+      book,
+      `<C:addressbook-multiget ${NS}><D:prop><C:address-data content-type="text/vcard" version="${version}"/></D:prop><D:href>${book}${name}</D:href></C:addressbook-multiget>`,
+    );
+  const dataOf = (body: string) => /<C:address-data>([^<]*)<\/C:address-data>/.exec(body)?.[1];
+  t.equal(dataOf((await multiget('4.0', 'conv-3.vcf')).body), as4, 'a 3.0 card asked for in 4.0');
+  t.equal(dataOf((await multiget('3.0', 'conv-4.vcf')).body), as3, 'a 4.0 card asked for in 3.0');
+  t.equal(dataOf((await multiget('3.0', 'conv-3.vcf')).body), v3, 'a card in the version asked for is as stored');
+  const query = await call(
+    'REPORT',
+    book,
+    `<C:addressbook-query ${NS}><D:prop><C:address-data version="3.0"/></D:prop><C:filter><C:prop-filter name="UID"><C:text-match match-type="equals">conv-4</C:text-match></C:prop-filter></C:filter></C:addressbook-query>`,
+    { depth: '1' },
+  );
+  t.equal(dataOf(query.body), as3, 'addressbook-query converts too');
+
+  const get4 = await call('GET', `${book}conv-3.vcf`, undefined, { accept: 'text/vcard; version=4.0' });
+  t.equal(get4.statusCode, 200);
+  t.equal(get4.body, as4, 'GET with Accept: text/vcard; version=4.0');
+  t.equal(get4.headers.vary, 'Accept');
+  const get3 = await call('GET', `${book}conv-4.vcf`, undefined, { accept: 'text/vcard;version=3.0' });
+  t.equal(get3.body, as3);
+  const either = await call('GET', `${book}conv-4.vcf`, undefined, { accept: 'text/vcard;version=3.0, text/vcard;version=4.0' });
+  t.equal(either.body, v4, 'a card in an accepted version is as stored');
+  t.equal((await call('GET', `${book}conv-4.vcf`)).body, v4, 'without Accept, as stored');
+  const set = await call('PROPFIND', book, `<D:propfind ${NS}><D:prop><C:supported-address-data/></D:prop></D:propfind>`, { depth: '0' });
+  t.match(
+    set.body,
+    '<C:supported-address-data><C:address-data-type content-type="text/vcard" version="3.0"/><C:address-data-type content-type="text/vcard" version="4.0"/></C:supported-address-data>',
+  );
+});
