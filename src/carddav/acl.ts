@@ -1,4 +1,4 @@
-import { DavError, shortened } from './errors.js';
+import { DavError } from './errors.js';
 import { key, type PropertySet, type PropertyValue, setResponse, type UserContext } from './multistatus.js';
 import type { ResourceKind } from './resources.js';
 import { DAV, type PropertyName, type XmlElement, type XmlNode, xmlText } from './xml.js';
@@ -157,8 +157,8 @@ export function aclReport(
  * RFC 3744 §8.1.1: every ACE here is protected, so any ACL request conflicts with one:
  * 403 `DAV:no-protected-ace-conflict`.
  */
-export function refuseAclChange(kind: string): never {
-  throw new DavError(403, `The ACL of this ${shortened(kind)} cannot be changed: its one ACE is protected`, {
+export function refuseAclChange(kind: ResourceKind): never {
+  throw new DavError(403, `The ACL of this ${kind} cannot be changed: its one ACE is protected`, {
     ns: DAV,
     name: 'no-protected-ace-conflict',
   });
