@@ -4,7 +4,7 @@
  * `D:error` body the RFC names.
  */
 import t from 'tap';
-import { as, buildContactsApp } from '../contacts/fixtures.js';
+import { as, buildContactsApp, contactBody } from '../contacts/fixtures.js';
 import { card, davAs, davUser, responseHrefs } from './dav-client.js';
 
 const app = await buildContactsApp(t);
@@ -554,3 +554,31 @@ t.test('RFC 6352 §5.1.1: a card asked for in the other vCard version is convert
     '<C:supported-address-data><C:address-data-type content-type="text/vcard" version="3.0"/><C:address-data-type content-type="text/vcard" version="4.0"/></C:supported-address-data>',
   );
 });
+
+t.test(
+  'RFC 4918 §9.9: MOVE of a contact made over REST (its card named {uuid}.vcf) renames it; sync reports the derived name gone',
+  async (t) => {
+    const created = await rest('POST', '/api/contacts/', contactBody({ first_name: 'Rest', last_name: 'Moved' }));
+    t.equal(created.statusCode, 201);
+    const listing = await call('PROPFIND', book, '<D:propfind xmlns:D="DAV:"><D:prop><D:getetag/></D:prop></D:propfind>', { depth: '1' });
+    const derived = responseHrefs(listing.body).find((href) =>
+      listing.body.includes(`${href}</D:href><D:propstat><D:prop><D:getetag>${String(created.headers.etag).replaceAll('"', '&quot;')}`),
+    )!;
+    t.match(derived, /\/[0-9a-f-]{36}\.vcf$/);
+    const token = /<D:sync-token>([^<]+)<\/D:sync-token>/.exec(
+      (await call('REPORT', book, '<D:sync-collection xmlns:D="DAV:"><D:sync-token/><D:prop/></D:sync-collection>')).body,
+    )![1]!;
+    const moved = await call('MOVE', derived, undefined, { destination: `${book}rest-moved.vcf` });
+    t.equal(moved.statusCode, 201);
+    t.equal(moved.headers.etag, created.headers.etag);
+    t.match((await call('GET', `${book}rest-moved.vcf`)).body, 'FN:Rest Moved');
+    t.equal((await call('GET', derived)).statusCode, 404);
+    t.equal((await rest('GET', `/api/contacts/${created.json().id}`)).headers.etag, created.headers.etag, 'REST sees the same contact');
+    const delta = await call(
+      'REPORT',
+      book,
+      `<D:sync-collection xmlns:D="DAV:"><D:sync-token>${token}</D:sync-token><D:prop/></D:sync-collection>`,
+    );
+    t.strictSame(responseHrefs(delta.body), [`${book}rest-moved.vcf`, derived]);
+  },
+);
