@@ -725,6 +725,8 @@ export async function renameCard(
     .where('owner_id', '=', ownerId)
     .where('id', '=', id)
     .where('updated_at', 'in', versions)
+    // A rename keeps updated_at: the name read must still be the card's (null: its derived name).
+    .where((eb) => eb.or([eb('card_name', '=', oldName), eb('card_name', 'is', null)]))
     .returning([...CONTACT_COLUMNS, ...CARD_COLUMNS])
     .executeTakeFirst();
   if (!renamed) return undefined;

@@ -582,3 +582,15 @@ t.test(
     t.strictSame(responseHrefs(delta.body), [`${book}rest-moved.vcf`, derived]);
   },
 );
+
+t.test('two MOVEs of one card at once: one moves it (201), the other finds no source (404)', async (t) => {
+  await call('PUT', `${book}racing.vcf`, card('racing', 'Racing Card'), VCARD);
+  const outcomes = await Promise.all(
+    ['race-a.vcf', 'race-b.vcf'].map((name) => call('MOVE', `${book}racing.vcf`, undefined, { destination: `${book}${name}` })),
+  );
+  t.strictSame(outcomes.map((res) => res.statusCode).sort(), [201, 404]);
+  const found = await Promise.all(
+    ['racing.vcf', 'race-a.vcf', 'race-b.vcf'].map(async (name) => (await call('GET', `${book}${name}`)).statusCode),
+  );
+  t.strictSame(found.sort(), [200, 404, 404], 'the card is at exactly one name');
+});
