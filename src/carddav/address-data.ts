@@ -24,11 +24,18 @@ export function filterCardProperties(text: string, names: readonly string[]): st
   return cardText({ lines: kept, eol: card.eol });
 }
 
-/** Why a filter cannot be evaluated: the precondition element (403) and a sentence. */
+/** A filter element the service does not support, as `C:supported-filter` names it (RFC 6352 §10.3.1 / §8.6 SHOULD). */
+export interface OffendingFilter {
+  element: 'prop-filter' | 'param-filter';
+  name: string;
+}
+
+/** Why a filter cannot be evaluated: the precondition element (403), a sentence, and the offending filter when one is to blame. */
 export class FilterRefused extends Error {
   constructor(
     readonly precondition: 'supported-filter' | 'supported-collation',
     detail: string,
+    readonly offending?: OffendingFilter,
   ) {
     super(detail);
   }
@@ -54,9 +61,10 @@ function fold(value: string, collation: string): string {
   return value.normalize('NFKC').toLowerCase();
 }
 
-function textMatch(element: XmlElement): TextMatch {
+function textMatch(element: XmlElement, within: OffendingFilter): TextMatch {
   const matchType = element.attributes['match-type'] ?? 'contains';
-  if (!MATCH_TYPES.has(matchType)) throw new FilterRefused('supported-filter', `match-type '${shortened(matchType)}' is not supported`);
+  if (!MATCH_TYPES.has(matchType))
+    throw new FilterRefused('supported-filter', `match-type '${shortened(matchType)}' is not supported`, within);
   const collation = element.attributes.collation ?? 'i;unicode-casemap';
   if (!COLLATIONS.has(collation)) throw new FilterRefused('supported-collation', `collation '${shortened(collation)}' is not supported`);
   if (element.text.length > MAX_TEXT_MATCH_CHARS)
@@ -66,17 +74,23 @@ function textMatch(element: XmlElement): TextMatch {
 
 function propFilter(element: XmlElement): PropFilter {
   const name = (element.attributes.name ?? '').toUpperCase();
-  if (!FILTERED_PROPERTIES.has(name)) throw new FilterRefused('supported-filter', `prop-filter on '${shortened(name)}' is not supported`);
+  const self: OffendingFilter = { element: 'prop-filter', name: shortened(element.attributes.name ?? '') };
+  if (!FILTERED_PROPERTIES.has(name))
+    throw new FilterRefused('supported-filter', `prop-filter on '${shortened(name)}' is not supported`, self);
   for (const part of element.children) {
     if (part.ns !== CARDDAV || (part.name !== 'text-match' && part.name !== 'is-not-defined')) {
-      throw new FilterRefused('supported-filter', `${shortened(part.name)} is not supported in a prop-filter`);
+      const offending: OffendingFilter =
+        part.ns === CARDDAV && part.name === 'param-filter'
+          ? { element: 'param-filter', name: shortened(part.attributes.name ?? '') }
+          : self;
+      throw new FilterRefused('supported-filter', `${shortened(part.name)} is not supported in a prop-filter`, offending);
     }
   }
   return {
     name,
     allOf: element.attributes.test === 'allof',
     isNotDefined: child(element, CARDDAV, 'is-not-defined') !== undefined,
-    matches: children(element, CARDDAV, 'text-match').map(textMatch),
+    matches: children(element, CARDDAV, 'text-match').map((match) => textMatch(match, self)),
   };
 }
 

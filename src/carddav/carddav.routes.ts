@@ -16,12 +16,13 @@ import {
   cardIdsByName,
   listCardIds,
   putCard,
+  type StoredCard,
 } from '../contacts/cards.service.js';
 import { ContactQuotaExceeded } from '../contacts/contacts.service.js';
 import { findUserById } from '../users/users.repository.js';
 import { verifyAppPassword } from '../users/app-passwords.service.js';
 import { compileFilter, FilterRefused } from './address-data.js';
-import { BASIC_CHALLENGE, davErrorHandler, DavError, sendDavError, shortened } from './errors.js';
+import { BASIC_CHALLENGE, davErrorHandler, DavError, sendDavError, shortened, XML_TYPE } from './errors.js';
 import {
   bookProperties,
   boundedNames,
@@ -54,7 +55,23 @@ import {
   type Resource,
   resolve,
 } from './resources.js';
-import { CALENDARSERVER, CARDDAV, child, children, DAV, parseXml, type XmlElement, XmlError, type XmlNode, XmlTooLarge } from './xml.js';
+import { ACL_REPORTS, aclReport, refuseAclChange, withAclProperties } from './acl.js';
+import { copyOrMoveCard, refuseCollectionCopyOrMove } from './copy-move.js';
+import { patchBook, withDeadProperties } from './dead-properties.js';
+import { acceptedVersion, cardInVersion, requestedVersion, storedVersion } from './vcard-version.js';
+import {
+  CALENDARSERVER,
+  CARDDAV,
+  child,
+  children,
+  DAV,
+  parseXml,
+  xmlDocument,
+  type XmlElement,
+  XmlError,
+  type XmlNode,
+  XmlTooLarge,
+} from './xml.js';
 
 /*
  * The CardDAV face (RFC 6352 over RFC 4918, with RFC 6578 and RFC 6764): every rule is in
@@ -231,15 +248,23 @@ async function dav(app: FastifyInstance): Promise<void> {
       const kind = segments && kindByShape(segments);
       return reply
         .code(200)
-        .header('DAV', '1, 3, addressbook')
+        .header('DAV', '1, 3, access-control, addressbook')
         .header('Allow', ALLOWED[kind ?? 'other'].join(', '))
         .send();
     }
     const userId = request.davUserId!;
     if (request.method === 'PUT') checkCardType(request);
     const resource = segments && resolve(segments, userId);
-    // MKCOL anywhere in the caller's own space is refused as a method (one fixed book per user).
-    if (!resource && request.method === 'MKCOL' && segments && isOwnSpace(segments, userId)) throw methodNotAllowed(ALLOWED.other);
+    // RFC 4918 §9.3.1: no collection can be created at an unmapped URL of the caller's own space
+    // (one fixed book per user, and a book holds no collection: RFC 6352 §5.2); a mapped one is 405 below.
+    if (request.method === 'MKCOL' && segments && isOwnSpace(segments, userId)) {
+      if (!resource || (resource.kind === 'card' && !(await findCard(app, userId, resource.name)))) {
+        throw new DavError(403, 'No collection can be created here: every user has one address book, fixed', {
+          ns: CARDDAV,
+          name: 'addressbook-collection-location-ok',
+        });
+      }
+    }
     if (!resource) throw new DavError(404, 'Not Found');
     const context: DavContext = { app, request, reply, userId, resource };
     switch (request.method) {
@@ -249,8 +274,10 @@ async function dav(app: FastifyInstance): Promise<void> {
         if (resource.kind === 'principal' || resource.kind === 'home' || resource.kind === 'book') return proppatch(context);
         break;
       case 'REPORT':
-        if (resource.kind === 'book') return report(context);
-        break;
+        return report(context);
+      case 'ACL':
+        if (resource.kind === 'card' && !(await findCard(app, userId, resource.name))) throw new DavError(404, 'Not Found');
+        return refuseAclChange(resource.kind);
       case 'GET':
       case 'HEAD':
         if (resource.kind === 'card') return getCard(context, resource.name);
@@ -261,10 +288,13 @@ async function dav(app: FastifyInstance): Promise<void> {
       case 'DELETE':
         if (resource.kind === 'card') return deleteCardRoute(context, resource.name);
         break;
+      case 'COPY':
+      case 'MOVE':
+        if (resource.kind === 'card') return copyOrMoveCard(app, request, reply, userId, resource.name);
+        return refuseCollectionCopyOrMove();
     }
     // RFC 9110 §15.5.6: 405 names a resource that exists; a card that does not is 404 (MKCOL: above).
-    if (resource.kind === 'card' && request.method !== 'MKCOL' && !(await findCard(app, userId, resource.name)))
-      throw new DavError(404, 'Not Found');
+    if (resource.kind === 'card' && !(await findCard(app, userId, resource.name))) throw new DavError(404, 'Not Found');
     throw methodNotAllowed(ALLOWED[resource.kind]);
   };
   // No CORS: WebDAV clients are no browsers, and its OPTIONS is capability discovery, not a preflight.
@@ -304,13 +334,21 @@ async function collectionProperties(
   const user = await userContext(context);
   switch (kind) {
     case 'root':
-      return rootProperties(user);
+      return withAclProperties(rootProperties(user), kind, user);
     case 'principal':
-      return principalProperties(user);
+      return withAclProperties(principalProperties(user), kind, user);
     case 'home':
-      return homeProperties(user);
+      return withAclProperties(homeProperties(user), kind, user);
     case 'book':
-      return bookProperties(user, needsSyncToken(request) ? await bookSyncToken(context.app, context.userId) : null);
+      return withDeadProperties(
+        context.app,
+        context.userId,
+        withAclProperties(
+          bookProperties(user, needsSyncToken(request) ? await bookSyncToken(context.app, context.userId) : null),
+          kind,
+          user,
+        ),
+      );
   }
 }
 
@@ -383,9 +421,17 @@ function streamMultistatus(
   return reply.code(207).type('application/xml; charset=utf-8').send(body);
 }
 
-/** One address book per user, fixed: every property is protected (RFC 4918 §9.2), and nothing changes. */
-async function proppatch({ request, reply, userId, resource }: DavContext) {
+/**
+ * The book takes dead properties and its displayname (dead-properties.ts); on the principal and the
+ * home every property is protected (RFC 4918 §9.2), and nothing changes.
+ */
+async function proppatch(context: DavContext) {
+  const { app, request, reply, userId, resource } = context;
   const update = expectRoot(await xmlBody(request), DAV, 'propertyupdate');
+  if (resource.kind === 'book') {
+    const live = bookProperties(await userContext(context), '');
+    return multistatus(reply, multistatusDocument([await patchBook(app, userId, hrefOf(resource, userId), update, live)]));
+  }
   const names = boundedNames(
     update.children
       .filter((action) => action.ns === DAV && (action.name === 'set' || action.name === 'remove'))
@@ -395,17 +441,41 @@ async function proppatch({ request, reply, userId, resource }: DavContext) {
 }
 
 async function report(context: DavContext) {
-  const { request } = context;
+  const { app, request, userId, resource } = context;
+  if (resource.kind === 'card' && !(await findCard(app, userId, resource.name))) throw new DavError(404, 'Not Found');
   const body = await xmlBody(request);
-  if (body?.ns === CARDDAV && body.name === 'addressbook-multiget') return multiget(context, body);
-  if (body?.ns === CARDDAV && body.name === 'addressbook-query') return query(context, body);
-  if (body?.ns === DAV && body.name === 'sync-collection') return syncCollection(context, body);
-  throw new DavError(400, 'Malformed XML body: the root element must be addressbook-multiget, addressbook-query or sync-collection');
+  if (body?.ns === DAV && ACL_REPORTS.has(body.name)) return principalReport(context, body);
+  const onCards = resource.kind === 'book' || resource.kind === 'card';
+  if (onCards && body?.ns === CARDDAV && body.name === 'addressbook-multiget') return multiget(context, body);
+  if (onCards && body?.ns === CARDDAV && body.name === 'addressbook-query') return query(context, body);
+  // RFC 6578 §3.2: sync-collection is a report of collections; a card answers the other two (RFC 6352 §3).
+  if (body?.ns === DAV && body.name === 'sync-collection' && context.resource.kind === 'book') return syncCollection(context, body);
+  if (!body) throw new DavError(400, 'Malformed XML body: a REPORT needs a body');
+  // RFC 3253 §3.6: a report the resource does not support is the precondition DAV:supported-report.
+  throw new DavError(403, `The report ${shortened(body.name)} is not supported here`, { ns: DAV, name: 'supported-report' });
+}
+
+/** The ACL reports of RFC 3744 §9 (acl.ts), on any resource: their one principal is the user's own. */
+async function principalReport(context: DavContext, body: XmlElement) {
+  const user = await userContext(context);
+  const answer = aclReport(
+    body,
+    depthOf(context.request),
+    user,
+    withAclProperties(principalProperties(user), 'principal', user),
+    propertyRequestOf(body),
+  );
+  if ('multistatus' in answer) return multistatus(context.reply, multistatusDocument(answer.multistatus));
+  return context.reply
+    .code(200)
+    .type(XML_TYPE)
+    .send(xmlDocument(DAV, 'principal-search-property-set', answer.document));
 }
 
 /** RFC 6352 §8.7: the requested cards, each missing one as its own 404 response (Depth ignored). */
 async function multiget(context: DavContext, body: XmlElement) {
   const { app, request, reply, userId } = context;
+  const version = requestedVersion(body);
   const wanted = propertyRequestOf(body);
   // Each href answered once: a repeated one would repeat its card in the answer.
   const requested = [...new Set(children(body, DAV, 'href').map((href) => href.text.trim()))];
@@ -435,7 +505,7 @@ async function multiget(context: DavContext, body: XmlElement) {
     for await (const batch of cardBatches(app, userId, present, needsText(wanted), 'own-writes')) {
       const answered: XmlNode[] = [];
       for (const card of batch) {
-        answered.push(...missingUntil(card.id), cardResponse(hrefs.card(userId, card.name), card, wanted));
+        answered.push(...missingUntil(card.id), cardResponse(hrefs.card(userId, card.name), cardInVersion(card, version), wanted));
         next++;
       }
       yield answered;
@@ -458,15 +528,27 @@ function limitOf(body: XmlElement, ns: string): number | null {
 async function query(context: DavContext, body: XmlElement) {
   const { app, request, reply, userId, resource } = context;
   const depth = depthOf(request) ?? '0';
+  const version = requestedVersion(body);
   const wanted = propertyRequestOf(body);
   let filter: ReturnType<typeof compileFilter>;
   try {
     filter = compileFilter(child(body, CARDDAV, 'filter'));
   } catch (error) {
-    if (error instanceof FilterRefused) throw new DavError(403, error.message, { ns: CARDDAV, name: error.precondition });
+    if (error instanceof FilterRefused) {
+      const offending = error.offending && { [`C:${error.offending.element}`]: { '@name': error.offending.name } };
+      throw new DavError(403, error.message, { ns: CARDDAV, name: error.precondition, ...(offending ? { content: offending } : {}) });
+    }
     throw error;
   }
   const limit = limitOf(body, CARDDAV) ?? Number.MAX_SAFE_INTEGER;
+  const respond = (card: StoredCard) => cardResponse(hrefs.card(userId, card.name), cardInVersion(card, version), wanted);
+  // RFC 6352 §8.6: the scope of a non-collection is itself, at any Depth.
+  if (resource.kind === 'card') {
+    const card = await findCard(app, userId, resource.name, 'own-writes');
+    if (!card) throw new DavError(404, 'Not Found');
+    return multistatus(reply, multistatusDocument(limit > 0 && filter(card.text!) ? [respond(card)] : []));
+  }
+  // On the book, every card at Depth 1, none at Depth 0 (as in SabreDAV).
   if (depth === '0') return multistatus(reply, multistatusDocument([]));
   await countListing({ app, request, reply, userId });
   const slot = takeStreamSlot(context);
@@ -481,7 +563,7 @@ async function query(context: DavContext, body: XmlElement) {
           yield [...answered, truncatedResponse(hrefOf(resource, userId))];
           return;
         }
-        answered.push(cardResponse(hrefs.card(userId, card.name), card, wanted));
+        answered.push(respond(card));
       }
       yield answered;
     }
@@ -523,10 +605,15 @@ async function syncCollection(context: DavContext, body: XmlElement) {
   const { changed, removed, truncated, token: next } = changes;
   const slot = takeStreamSlot(context);
   async function* responses(): AsyncGenerator<XmlNode[]> {
-    for await (const batch of cardBatches(app, userId, changed, needsText(wanted)))
+    const changedNames = new Set<string>();
+    for await (const batch of cardBatches(app, userId, changed, needsText(wanted))) {
+      if (removed.length > 0) for (const card of batch) changedNames.add(card.name);
       yield batch.map((card) => cardResponse(hrefs.card(userId, card.name), card, wanted));
-    for (let at = 0; at < removed.length; at += BATCH_CARDS)
-      yield removed.slice(at, at + BATCH_CARDS).map((name) => statusResponse(hrefs.card(userId, name), 404));
+    }
+    // A name a card was moved onto (RFC 4918 §9.9, Overwrite) is that card's now, not a removed one.
+    const gone = removed.filter((name) => !changedNames.has(name));
+    for (let at = 0; at < gone.length; at += BATCH_CARDS)
+      yield gone.slice(at, at + BATCH_CARDS).map((name) => statusResponse(hrefs.card(userId, name), 404));
     if (truncated) yield [truncatedResponse(hrefOf(resource, userId))];
   }
   return streamMultistatus(context, slot, responses(), () => next);
@@ -534,9 +621,11 @@ async function syncCollection(context: DavContext, body: XmlElement) {
 
 /** GET and HEAD of a card; HEAD sends the headers GET would, without the body. */
 async function getCard({ app, request, reply, userId }: DavContext, name: string) {
-  const card = await findCard(app, userId, name, 'own-writes');
-  if (!card) throw new DavError(404, 'Not Found');
-  reply.header('ETag', card.etag).header('Last-Modified', card.updatedAt.toUTCString());
+  const found = await findCard(app, userId, name, 'own-writes');
+  if (!found) throw new DavError(404, 'Not Found');
+  // RFC 6352 §5.1.1: `Accept: text/vcard; version=…` naming only the other version converts the card.
+  const card = cardInVersion(found, acceptedVersion(request.headers.accept, storedVersion(found.text!)));
+  reply.header('ETag', card.etag).header('Last-Modified', card.updatedAt.toUTCString()).header('Vary', 'Accept');
   const ifNoneMatch = request.headers['if-none-match'];
   if (ifNoneMatch !== undefined && namesTag(ifNoneMatch, card.etag)) return reply.code(304).send();
   reply.code(200).type(CARD_CONTENT_TYPE);
@@ -544,11 +633,17 @@ async function getCard({ app, request, reply, userId }: DavContext, name: string
   return reply.send(card.text);
 }
 
-/** 415 unless the body is declared a vCard (`text/vcard` or `text/x-vcard`, parameters allowed). */
+/**
+ * 415 unless the body is declared a vCard (`text/vcard` or `text/x-vcard`, parameters allowed),
+ * naming the precondition it breaks (RFC 6352 §6.3.2.1, RFC 4918 §16).
+ */
 function checkCardType(request: FastifyRequest): void {
   const type = mediaTypeOf(request);
   if (type === null || !CARD_TYPES.has(type))
-    throw new DavError(415, `Unsupported Media Type: ${type === null ? 'none' : shortened(type)}`);
+    throw new DavError(415, `Unsupported Media Type: ${type === null ? 'none' : shortened(type)}`, {
+      ns: CARDDAV,
+      name: 'supported-address-data',
+    });
 }
 
 async function putCardRoute({ app, request, reply, userId }: DavContext, name: string) {
@@ -572,11 +667,12 @@ async function putCardRoute({ app, request, reply, userId }: DavContext, name: s
       }
       throw new DavError(403, 'Not one well-formed vCard: the body is not UTF-8', { ns: CARDDAV, name: 'valid-address-data' });
     }
-    const { created, card } = await putCard(app, userId, name, text, conditions);
-    return reply
-      .code(created ? 201 : 204)
-      .header('ETag', card.etag)
-      .send();
+    // RFC 6350 §3.2: lines end in CRLF. A card with bare LF or CR ends is stored repaired; the
+    // repaired octets are what GET serves, so the PUT answer carries no ETag (RFC 6352 §6.3.2.3).
+    const stored = text.replace(/\r\n|\r|\n/g, '\r\n');
+    const { created, card } = await putCard(app, userId, name, stored, conditions);
+    if (stored === text) reply.header('ETag', card.etag);
+    return reply.code(created ? 201 : 204).send();
   } catch (error) {
     if (error instanceof CardWriteRefused && error.reason === 'precondition') throw new DavError(412, CHANGED);
     if (error instanceof CardWriteRefused) {

@@ -3,9 +3,10 @@ import { HttpError } from '../../plugins/http/errors.js';
 import { isDatabaseUnavailable, referencedUserGone } from '../../plugins/db.js';
 import { DAV, type PropertyName, qualified, xmlDocument, type XmlNode, xmlText } from './xml.js';
 
-/** A precondition or postcondition element of a `D:error` body (RFC 4918 §16), optionally holding hrefs. */
+/** A precondition or postcondition element of a `D:error` body (RFC 4918 §16), optionally holding hrefs or other content. */
 export interface Condition extends PropertyName {
   hrefs?: string[];
+  content?: XmlNode;
 }
 
 /** An answer of the CardDAV face other than success: a status, a human sentence and, where one applies, the condition element. */
@@ -38,7 +39,7 @@ export function errorBody(detail: string, condition?: Condition): string {
   const content: XmlNode = {};
   if (condition) {
     const { key, declaration } = qualified(condition, 0);
-    content[key] = condition.hrefs ? { ...declaration, 'D:href': condition.hrefs.map(xmlText) } : declaration;
+    content[key] = condition.hrefs ? { ...declaration, 'D:href': condition.hrefs.map(xmlText) } : { ...declaration, ...condition.content };
   }
   content['X:detail'] = xmlText(detail);
   return xmlDocument(DAV, 'error', content);

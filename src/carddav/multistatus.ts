@@ -190,6 +190,11 @@ export function bookProperties(user: UserContext, syncToken: string | null): Pro
   return set(entries, [D('resourcetype'), D('displayname'), D('owner')]);
 }
 
+/** RFC 6352 §3: a card answers the address-book reports too (sync-collection is the book's alone). */
+const cardReports: PropertyValue = () => ({
+  'D:supported-report': ['C:addressbook-multiget', 'C:addressbook-query'].map((report) => ({ 'D:report': { [report]: '' } })),
+});
+
 const CARD_NAMES = [D('getetag'), D('getcontenttype'), D('getcontentlength'), D('getlastmodified'), D('resourcetype')];
 const ADDRESS_DATA = key(C('address-data'));
 
@@ -207,6 +212,8 @@ function cardValue(card: StoredCard, requested: RequestedProperty): PropertyValu
         return text(card.updatedAt.toUTCString());
       case 'resourcetype':
         return EMPTY;
+      case 'supported-report-set':
+        return cardReports;
     }
     return undefined;
   }

@@ -71,11 +71,11 @@ export function isOwnSpace(segments: readonly string[], userId: number): boolean
 
 /** The methods each kind of resource answers (`Allow`); a path of no resource answers OPTIONS and PROPFIND. */
 export const ALLOWED: Record<ResourceKind | 'other', string[]> = {
-  root: ['OPTIONS', 'PROPFIND'],
-  principal: ['OPTIONS', 'PROPFIND'],
-  home: ['OPTIONS', 'PROPFIND'],
+  root: ['OPTIONS', 'PROPFIND', 'REPORT'],
+  principal: ['OPTIONS', 'PROPFIND', 'REPORT'],
+  home: ['OPTIONS', 'PROPFIND', 'REPORT'],
   book: ['OPTIONS', 'PROPFIND', 'REPORT'],
-  card: ['OPTIONS', 'GET', 'HEAD', 'PUT', 'DELETE', 'PROPFIND'],
+  card: ['OPTIONS', 'GET', 'HEAD', 'PUT', 'DELETE', 'PROPFIND', 'REPORT', 'COPY', 'MOVE'],
   other: ['OPTIONS', 'PROPFIND'],
 };
 

@@ -282,3 +282,43 @@ export async function deleteCard(
     }
   }
 }
+
+/**
+ * What a MOVE of a card did, or why it did not: no source (404), a failed If-Match or Overwrite: F
+ * onto a card (412), or a destination that is the source under another name (403).
+ */
+export type MoveOutcome = { created: boolean; card: StoredCard } | 'missing' | 'precondition' | 'exists' | 'same';
+
+/**
+ * Renames the owner's card `from` to `to` (RFC 4918 §9.9 within one book): the contact keeps its
+ * id, fields and ETag; a card at `to` is deleted first when `overwrite` allows it. Sync reports
+ * `from` removed and the card added at `to`. Retried when a write of either card lands in between.
+ */
+export async function moveCard(
+  deps: ContactsDeps,
+  ownerId: number,
+  from: string,
+  to: string,
+  conditions: { ifMatch?: string; overwrite: boolean },
+): Promise<MoveOutcome> {
+  for (;;) {
+    const [source, target] = await Promise.all([findCard(deps, ownerId, from), findCard(deps, ownerId, to)]);
+    if (!source) return 'missing';
+    if (target?.id === source.id) return 'same';
+    if (!ifMatchHolds(conditions.ifMatch, source)) return 'precondition';
+    if (target && !conditions.overwrite) return 'exists';
+    try {
+      const moved = await deps.db.transaction().execute(async (trx) => {
+        if (target && !(await repository.deleteContact(trx, ownerId, target.id, [target.updatedAt]))) return undefined;
+        return repository.renameCard(trx, ownerId, source.id, [source.updatedAt], to, from);
+      });
+      if (moved) {
+        await invalidate(deps, ownerId);
+        return { created: !target, card: storedCard(moved) };
+      }
+    } catch (error) {
+      // A card PUT at `to` meanwhile: round again, to find it.
+      if (repository.cardUniquenessRefused(error) !== 'card_name') throw error;
+    }
+  }
+}

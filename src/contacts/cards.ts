@@ -34,6 +34,8 @@ const NAME_MAX = 50;
 const UID_MAX_OCTETS = 1024;
 const EARLIEST_BIRTHDAY = '1900-01-01';
 const ADDITIONAL_DATA_MAX_BYTES = 16 * 1024;
+// eslint-disable-next-line no-control-regex -- these are exactly the characters to find
+const CONTROL = /[\u0000-\u0008\u000A-\u001F\u007F]/;
 const UUID = /^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-([0-9a-f]{4})-([0-9a-f]{12})$/;
 
 /** Why a card is refused, by the CardDAV precondition it breaks (RFC 6352 §6.3.2.1). */
@@ -195,6 +197,12 @@ export function readCard(text: string, now: Date): ReadCard {
     if (error instanceof CardError) throw new CardRefused('valid-address-data', `Not one well-formed vCard: ${error.message}`);
     throw error;
   }
+  // RFC 6350 §6.7.6: UID's cardinality is *1.
+  if (card.lines.filter((line) => line.name === 'UID').length > 1)
+    throw new CardRefused('valid-address-data', 'Not one well-formed vCard: it holds more than one UID');
+  // RFC 6350 §3.3: a value holds no control character but tab (VALUE-CHAR, and parameters likewise).
+  const controlled = card.lines.find((line) => CONTROL.test(line.prefix) || CONTROL.test(line.value));
+  if (controlled) throw new CardRefused('valid-address-data', `Not one well-formed vCard: ${controlled.name} holds a control character`);
   const version = firstLine(card, 'VERSION')?.value.trim();
   if (version === undefined) throw new CardRefused('valid-address-data', 'The vCard has no VERSION');
   if (version !== '3.0' && version !== '4.0')

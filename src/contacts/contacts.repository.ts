@@ -721,3 +721,35 @@ export async function findCardRows(db: Kysely<Database>, ownerId: number, ids: r
   }
   return rows;
 }
+
+/**
+ * Gives the owner's card `id` (if its `updated_at` is one of `versions`) the resource name `name`,
+ * and leaves a tombstone of the name it had (`oldName`), so a CardDAV sync reports that name gone
+ * and the card under its new one. A contact has one tombstone by its id, kept for its deletion: a
+ * name's tombstone takes a negative id of its own, drawn from the contacts' id sequence (so it
+ * never meets another), which the REST sync leaves out. `updated_at` stays: nothing REST shows changes.
+ */
+export async function renameCard(
+  db: Kysely<Database>,
+  ownerId: number,
+  id: number,
+  versions: readonly Date[],
+  name: string,
+  oldName: string,
+): Promise<CardRow | undefined> {
+  const renamed = await db
+    .updateTable('contacts')
+    .set({ card_name: name })
+    .where('owner_id', '=', ownerId)
+    .where('id', '=', id)
+    .where('updated_at', 'in', versions)
+    // A rename keeps updated_at: the name read must still be the card's (null: its derived name).
+    .where((eb) => eb.or([eb('card_name', '=', oldName), eb('card_name', 'is', null)]))
+    .returning([...CONTACT_COLUMNS, ...CARD_COLUMNS])
+    .executeTakeFirst();
+  if (!renamed) return undefined;
+  await sql`
+    insert into contact_tombstones (contact_id, owner_id, card_name)
+    values ((-nextval(pg_get_serial_sequence('contacts', 'id')))::integer, ${ownerId}, ${oldName})`.execute(db);
+  return renamed;
+}

@@ -54,7 +54,8 @@ export async function changesSince(
   after: { xid: string; id: number } | null,
   limit: number,
 ): Promise<Change[]> {
-  const from = after ?? { xid: since, id: -1 };
+  // Below every id: a tombstone of a moved card's old name has a negative one (renameCard).
+  const from = after ?? { xid: since, id: -2_147_483_648 };
   const { rows } = await sql<Change>`
     select xid, id, deleted, card_name from (
       select change_xid::text as xid, change_xid, id, false as deleted, null::text as card_name from contacts

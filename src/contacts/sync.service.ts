@@ -108,7 +108,8 @@ async function deltaPage(
   return {
     // Deleted since the change was read: its tombstone is at or above the next frontier, so the next round says so.
     contacts: written.sort((a, b) => a.id - b.id).map(toContact),
-    deleted: page.filter((change) => change.deleted).map((change) => change.id),
+    // A negative id is the tombstone of a card's old name (a CardDAV MOVE): the contact lives on.
+    deleted: page.filter((change) => change.deleted && change.id > 0).map((change) => change.id),
     next,
     hasMore,
   };

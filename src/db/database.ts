@@ -60,6 +60,17 @@ interface ContactTombstonesTable {
   card_name: ColumnType<string | null, never, never>;
 }
 
+/** A dead property of an owner's address book, set by PROPPATCH (migration 031). */
+interface BookPropertiesTable {
+  owner_id: number;
+  ns: string;
+  name: string;
+  /** JSON of the property element's content (src/carddav/dead-properties.ts). */
+  value: string;
+  /** Octets of ns, name and value together: what the row counts against the book's bound. */
+  bytes: number;
+}
+
 /** How far an owner's tombstones have been purged (migration 017); written by the purge only. */
 interface TombstoneHorizonsTable {
   owner_id: number;
@@ -123,6 +134,7 @@ export interface Database {
   contacts: ContactsTable;
   contact_tombstones: ContactTombstonesTable;
   tombstone_horizons: TombstoneHorizonsTable;
+  book_properties: BookPropertiesTable;
   contact_counts: ContactCountsTable;
   large_owners: LargeOwnersTable;
   avatars: AvatarsTable;

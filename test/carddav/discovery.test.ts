@@ -39,18 +39,18 @@ t.test('/.well-known/carddav redirects to /dav/ for GET, HEAD and PROPFIND, with
 
 t.test('OPTIONS answers anywhere under /dav without credentials: DAV classes and the methods of the resource', async (t) => {
   const cases: [string, string][] = [
-    ['/dav/', 'OPTIONS, PROPFIND'],
-    [`/dav/principals/${user.id}/`, 'OPTIONS, PROPFIND'],
-    [`/dav/addressbooks/${user.id}/`, 'OPTIONS, PROPFIND'],
+    ['/dav/', 'OPTIONS, PROPFIND, REPORT'],
+    [`/dav/principals/${user.id}/`, 'OPTIONS, PROPFIND, REPORT'],
+    [`/dav/addressbooks/${user.id}/`, 'OPTIONS, PROPFIND, REPORT'],
     [book, 'OPTIONS, PROPFIND, REPORT'],
-    [`${book}one.vcf`, 'OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND'],
-    [`${book}missing.vcf`, 'OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND'],
+    [`${book}one.vcf`, 'OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND, REPORT, COPY, MOVE'],
+    [`${book}missing.vcf`, 'OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND, REPORT, COPY, MOVE'],
     ['/dav/nowhere/at/all', 'OPTIONS, PROPFIND'],
   ];
   for (const [url, allow] of cases) {
     const res = await app.inject({ method: 'OPTIONS', url });
     t.equal(res.statusCode, 200, url);
-    t.equal(res.headers.dav, '1, 3, addressbook');
+    t.equal(res.headers.dav, '1, 3, access-control, addressbook');
     t.equal(res.headers.allow, allow, url);
     t.equal(res.body, '');
   }
@@ -112,7 +112,9 @@ t.test('the home holds exactly the one book (Depth 1), which has every property 
       '<C:supported-address-data><C:address-data-type content-type="text/vcard" version="3.0"/><C:address-data-type content-type="text/vcard" version="4.0"/></C:supported-address-data>' +
       '<C:max-resource-size>262144</C:max-resource-size>' +
       '<C:supported-collation-set><C:supported-collation>i;ascii-casemap</C:supported-collation><C:supported-collation>i;octet</C:supported-collation><C:supported-collation>i;unicode-casemap</C:supported-collation></C:supported-collation-set>' +
-      '<D:supported-report-set><D:supported-report><D:report><C:addressbook-multiget/></D:report></D:supported-report><D:supported-report><D:report><C:addressbook-query/></D:report></D:supported-report><D:supported-report><D:report><D:sync-collection/></D:report></D:supported-report></D:supported-report-set>' +
+      '<D:supported-report-set><D:supported-report><D:report><C:addressbook-multiget/></D:report></D:supported-report><D:supported-report><D:report><C:addressbook-query/></D:report></D:supported-report><D:supported-report><D:report><D:sync-collection/></D:report></D:supported-report>' +
+      '<D:supported-report><D:report><D:acl-principal-prop-set/></D:report></D:supported-report><D:supported-report><D:report><D:principal-match/></D:report></D:supported-report>' +
+      '<D:supported-report><D:report><D:principal-property-search/></D:report></D:supported-report><D:supported-report><D:report><D:principal-search-property-set/></D:report></D:supported-report></D:supported-report-set>' +
       '<D:current-user-privilege-set><D:privilege><D:read/></D:privilege><D:privilege><D:write/></D:privilege><D:privilege><D:write-content/></D:privilege><D:privilege><D:bind/></D:privilege><D:privilege><D:unbind/></D:privilege></D:current-user-privilege-set>' +
       `<D:owner><D:href>/dav/principals/${user.id}/</D:href></D:owner>` +
       '</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>',
@@ -197,45 +199,51 @@ t.test("another user's paths, and unknown ones, are 404 for every method, like m
   t.equal(mine.body, theirsCard.body, 'the same answer as a missing card of my own');
 });
 
-t.test('PROPPATCH on the principal, home or book: each property 403 cannot-modify-protected-property, nothing changed', async (t) => {
-  const update =
-    '<d:propertyupdate xmlns:d="DAV:"><d:set><d:prop><d:displayname>Renamed</d:displayname></d:prop></d:set><d:remove><d:prop><d:owner/></d:prop></d:remove></d:propertyupdate>';
-  for (const url of [`/dav/principals/${user.id}/`, `/dav/addressbooks/${user.id}/`, book]) {
-    const res = await call('PROPPATCH', url, update);
-    t.equal(res.statusCode, 207, url);
+t.test(
+  'PROPPATCH on the principal or home: each property 403 cannot-modify-protected-property; on the book a protected one fails it all',
+  async (t) => {
+    const update =
+      '<d:propertyupdate xmlns:d="DAV:"><d:set><d:prop><d:displayname>Renamed</d:displayname></d:prop></d:set><d:remove><d:prop><d:owner/></d:prop></d:remove></d:propertyupdate>';
+    for (const url of [`/dav/principals/${user.id}/`, `/dav/addressbooks/${user.id}/`]) {
+      const res = await call('PROPPATCH', url, update);
+      t.equal(res.statusCode, 207, url);
+      t.match(
+        res.body,
+        `<D:response><D:href>${url}</D:href><D:propstat><D:prop><D:displayname/><D:owner/></D:prop><D:status>HTTP/1.1 403 Forbidden</D:status>` +
+          '<D:error><D:cannot-modify-protected-property/></D:error></D:propstat></D:response>',
+      );
+    }
+    const res = await call('PROPPATCH', book, update);
+    t.equal(res.statusCode, 207);
     t.match(
       res.body,
-      `<D:response><D:href>${url}</D:href><D:propstat><D:prop><D:displayname/><D:owner/></D:prop><D:status>HTTP/1.1 403 Forbidden</D:status>` +
-        '<D:error><D:cannot-modify-protected-property/></D:error></D:propstat></D:response>',
+      `<D:response><D:href>${book}</D:href><D:propstat><D:prop><D:owner/></D:prop><D:status>HTTP/1.1 403 Forbidden</D:status>` +
+        '<D:error><D:cannot-modify-protected-property/></D:error></D:propstat>' +
+        '<D:propstat><D:prop><D:displayname/></D:prop><D:status>HTTP/1.1 424 Failed Dependency</D:status></D:propstat></D:response>',
     );
-  }
-  const after = await call('PROPFIND', book, propfind('<d:displayname/>'), { depth: '0' });
-  t.match(after.body, '<D:displayname>Contacts</D:displayname>');
-});
+    const after = await call('PROPFIND', book, propfind('<d:displayname/>'), { depth: '0' });
+    t.match(after.body, '<D:displayname>Contacts</D:displayname>');
+  },
+);
 
 t.test('a method the resource does not list is 405 with Allow, and changes nothing', async (t) => {
   const cases: [string, string, string][] = [
-    ['MKCOL', `/dav/addressbooks/${user.id}/new/`, 'other'],
     ['MKCOL', book, 'book'],
-    ['COPY', `${book}one.vcf`, 'card'],
-    ['MOVE', `${book}one.vcf`, 'card'],
     ['LOCK', `${book}one.vcf`, 'card'],
     ['UNLOCK', `${book}one.vcf`, 'card'],
-    ['ACL', book, 'book'],
     ['POST', book, 'book'],
     ['DELETE', book, 'book'],
     ['PUT', book, 'book'],
     ['GET', book, 'book'],
     ['GET', '/dav/', 'root'],
     ['PROPPATCH', `${book}one.vcf`, 'card'],
-    ['REPORT', `${book}one.vcf`, 'card'],
     ['PROPPATCH', '/dav/', 'root'],
   ];
   const allow: Record<string, string> = {
     other: 'OPTIONS, PROPFIND',
-    root: 'OPTIONS, PROPFIND',
+    root: 'OPTIONS, PROPFIND, REPORT',
     book: 'OPTIONS, PROPFIND, REPORT',
-    card: 'OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND',
+    card: 'OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND, REPORT, COPY, MOVE',
   };
   for (const [method, url, kind] of cases) {
     const res = await call(
@@ -254,10 +262,10 @@ t.test('a method the resource does not list is 405 with Allow, and changes nothi
 t.test(
   'RFC 9110: 405 names a resource that exists, for every method the server parses; a missing card is 404 for a method it does not list',
   async (t) => {
-    for (const method of ['TRACE', 'SEARCH', 'PURGE', 'MKCALENDAR', 'LINK', 'COPY', 'PATCH']) {
+    for (const method of ['TRACE', 'SEARCH', 'PURGE', 'MKCALENDAR', 'LINK', 'PATCH']) {
       const existing = await call(method, `${book}one.vcf`);
       t.equal(existing.statusCode, 405, `${method} on a card`);
-      t.equal(existing.headers.allow, 'OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND');
+      t.equal(existing.headers.allow, 'OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND, REPORT, COPY, MOVE');
       t.match(existing.body, '<X:detail>Method Not Allowed</X:detail>');
       const onBook = await call(method, book);
       t.equal(onBook.statusCode, 405, `${method} on the book`);
@@ -267,11 +275,11 @@ t.test(
       t.equal(missing.headers.allow, undefined);
       t.match(missing.body, '<X:detail>Not Found</X:detail>');
     }
-    for (const method of ['PROPPATCH', 'REPORT', 'MOVE', 'LOCK']) {
+    for (const method of ['PROPPATCH', 'REPORT', 'LOCK']) {
       t.equal((await call(method, `${book}missing.vcf`, undefined, { depth: '0' })).statusCode, 404, `${method} on a missing card`);
     }
     const mkcol = await call('MKCOL', `${book}missing.vcf`);
-    t.equal(mkcol.statusCode, 405, "MKCOL in the caller's own space stays 405: no collection can be made there");
+    t.equal(mkcol.statusCode, 403, "MKCOL of an unmapped URL in the caller's own space is 403: no collection can be made there");
   },
 );
 
@@ -295,7 +303,7 @@ t.test('with CORS on, OPTIONS under /dav is still WebDAV discovery; elsewhere a 
   const cors = await buildContactsApp(t, { env: { CORS_ORIGINS: 'https://app.example' } });
   const dav = await cors.inject({ method: 'OPTIONS', url: '/dav/' });
   t.equal(dav.statusCode, 200);
-  t.equal(dav.headers.dav, '1, 3, addressbook');
+  t.equal(dav.headers.dav, '1, 3, access-control, addressbook');
   const api = await cors.inject({ method: 'OPTIONS', url: '/api/contacts/' });
   t.equal(api.statusCode, 404);
   const preflight = await cors.inject({

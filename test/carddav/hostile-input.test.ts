@@ -41,7 +41,7 @@ interface Case {
   status: number;
   /** The exact X:detail of a D:error; a 207 gives none. */
   detail?: string;
-  /** For a D:error: the condition element it holds. */
+  /** For a D:error: the condition element it holds (a name: empty; else as written). */
   condition?: string;
   /** For a 207: what the body holds. */
   holds?: string;
@@ -398,7 +398,7 @@ const cases: Case[] = [
     body: query(textMatch('a', ` match-type="${'m'.repeat(100_000)}"`)),
     headers: { depth: '1' },
     status: 403,
-    condition: 'C:supported-filter',
+    condition: '<C:supported-filter><C:prop-filter name="FN"/></C:supported-filter>',
     detail: `match-type '${'m'.repeat(64)}…' is not supported`,
   },
   {
@@ -408,7 +408,7 @@ const cases: Case[] = [
     body: query(`<C:prop-filter name="${'p'.repeat(100_000)}"/>`),
     headers: { depth: '1' },
     status: 403,
-    condition: 'C:supported-filter',
+    condition: `<C:supported-filter><C:prop-filter name="${'p'.repeat(64)}…"/></C:supported-filter>`,
     detail: `prop-filter on '${'P'.repeat(64)}…' is not supported`,
   },
   {
@@ -469,8 +469,9 @@ const cases: Case[] = [
     method: 'REPORT',
     url: book,
     body: '<D:x xmlns:D="DAV:"/>',
-    status: 400,
-    detail: 'Malformed XML body: the root element must be addressbook-multiget, addressbook-query or sync-collection',
+    status: 403,
+    condition: 'D:supported-report',
+    detail: 'The report x is not supported here',
   },
   {
     name: 'XML that stops',
@@ -495,7 +496,7 @@ const cases: Case[] = [
     url: book,
     body: proppatch('<x xmlns="">v</x>'),
     status: 207,
-    holds: '<D:prop><x/></D:prop><D:status>HTTP/1.1 403 Forbidden</D:status>',
+    holds: '<D:prop><x/></D:prop><D:status>HTTP/1.1 200 OK</D:status>',
   },
   // Methods.
   {
@@ -503,8 +504,9 @@ const cases: Case[] = [
     method: 'MKCOL',
     url: `${book}sub/`,
     body: '<D:mkcol xmlns:D="DAV:"/>',
-    status: 405,
-    detail: 'Method Not Allowed',
+    status: 403,
+    condition: 'C:addressbook-collection-location-ok',
+    detail: 'No collection can be created here: every user has one address book, fixed',
   },
   { name: 'TRACE on the book', method: 'TRACE', url: book, status: 405, detail: 'Method Not Allowed' },
   { name: 'SEARCH on a card', method: 'SEARCH', url: `${book}one.vcf`, status: 405, detail: 'Method Not Allowed' },
@@ -531,7 +533,7 @@ t.test('every hostile request is its exact 4xx D:error (or a well-formed 207), n
     }
     t.equal(res.headers['content-type'], 'application/xml; charset=utf-8', `${c.name}: content type`);
     if (c.method === 'HEAD') continue;
-    const condition = c.condition ? `<${c.condition}/>` : '';
+    const condition = c.condition === undefined ? '' : c.condition.startsWith('<') ? c.condition : `<${c.condition}/>`;
     t.ok(
       res.body.endsWith(`${condition}<X:detail>${c.detail!.replaceAll("'", '&apos;')}</X:detail></D:error>`) &&
         res.body.includes('<D:error xmlns:D="DAV:"'),

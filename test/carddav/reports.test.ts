@@ -143,15 +143,24 @@ t.test('addressbook-query: match types, collations, negation, is-not-defined, al
 
 t.test('addressbook-query refusals: 403 supported-filter or supported-collation; a limit cuts with a 507 response', async (t) => {
   const refusals: [string, string][] = [
-    ['<C:prop-filter name="EMAIL"><C:param-filter name="TYPE"><C:is-not-defined/></C:param-filter></C:prop-filter>', 'C:supported-filter'],
-    ['<C:prop-filter name="ADR"><C:text-match>x</C:text-match></C:prop-filter>', 'C:supported-filter'],
-    ['<C:prop-filter name="FN"><C:text-match match-type="regex">x</C:text-match></C:prop-filter>', 'C:supported-filter'],
-    ['<C:prop-filter name="FN"><C:text-match collation="i;klingon">x</C:text-match></C:prop-filter>', 'C:supported-collation'],
+    [
+      '<C:prop-filter name="EMAIL"><C:param-filter name="TYPE"><C:is-not-defined/></C:param-filter></C:prop-filter>',
+      '<C:supported-filter><C:param-filter name="TYPE"/></C:supported-filter>',
+    ],
+    [
+      '<C:prop-filter name="ADR"><C:text-match>x</C:text-match></C:prop-filter>',
+      '<C:supported-filter><C:prop-filter name="ADR"/></C:supported-filter>',
+    ],
+    [
+      '<C:prop-filter name="FN"><C:text-match match-type="regex">x</C:text-match></C:prop-filter>',
+      '<C:supported-filter><C:prop-filter name="FN"/></C:supported-filter>',
+    ],
+    ['<C:prop-filter name="FN"><C:text-match collation="i;klingon">x</C:text-match></C:prop-filter>', '<C:supported-collation/>'],
   ];
   for (const [filter, condition] of refusals) {
     const res = await query(filter);
     t.equal(res.statusCode, 403, filter);
-    t.match(res.body, `<${condition}/><X:detail>`);
+    t.match(res.body, `${condition}<X:detail>`);
   }
   const limited = await report(
     `<C:addressbook-query ${NS}><D:prop><D:getetag/></D:prop><C:limit><C:nresults>2</C:nresults></C:limit></C:addressbook-query>`,
@@ -439,26 +448,29 @@ t.test('XML safety: a DOCTYPE (external entity, billion laughs) is 400 Malformed
   t.equal(fetched, 0, 'nothing was fetched');
 });
 
-t.test('bodies that are not XML: not well-formed or the wrong root is 400, another content type 415, over 1 MiB 413', async (t) => {
-  const cases: [string, string, Record<string, string>, number][] = [
-    ['PROPFIND', '<D:propfind xmlns:D="DAV:"><D:prop>', { depth: '0' }, 400],
-    ['PROPFIND', '<D:propfind xmlns:D="DAV:"></D:prop>', { depth: '0' }, 400],
-    ['PROPFIND', '<D:propfind xmlns:D="DAV:"><D:prop>&unknown;</D:prop></D:propfind>', { depth: '0' }, 400],
-    ['PROPFIND', '<D:propfind xmlns:D="urn:not-dav"/>', { depth: '0' }, 400],
-    ['REPORT', '<D:propfind xmlns:D="DAV:"/>', {}, 400],
-    ['PROPPATCH', '<D:propfind xmlns:D="DAV:"/>', {}, 400],
-    ['PROPFIND', '{"json": true}', { depth: '0', 'content-type': 'application/json' }, 415],
-    ['PROPFIND', `<D:propfind xmlns:D="DAV:">${' '.repeat(1024 * 1024)}</D:propfind>`, { depth: '0' }, 413],
-  ];
-  for (const [method, body, headers, status] of cases) {
-    const res = await call(method, book, body, headers);
-    t.equal(res.statusCode, status, `${method} ${body.slice(0, 50)}`);
-    t.equal(res.headers['content-type'], 'application/xml; charset=utf-8');
-    t.match(res.body, /^<\?xml version="1.0" encoding="UTF-8"\?><D:error /);
-  }
-  const textXml = await call('PROPFIND', book, '<D:propfind xmlns:D="DAV:"><D:prop><D:displayname/></D:prop></D:propfind>', {
-    depth: '0',
-    'content-type': 'text/xml; charset=utf-8',
-  });
-  t.equal(textXml.statusCode, 207, 'text/xml is XML too');
-});
+t.test(
+  'bodies that are not XML: not well-formed or the wrong root is 400 (an unknown report 403), another content type 415, over 1 MiB 413',
+  async (t) => {
+    const cases: [string, string, Record<string, string>, number][] = [
+      ['PROPFIND', '<D:propfind xmlns:D="DAV:"><D:prop>', { depth: '0' }, 400],
+      ['PROPFIND', '<D:propfind xmlns:D="DAV:"></D:prop>', { depth: '0' }, 400],
+      ['PROPFIND', '<D:propfind xmlns:D="DAV:"><D:prop>&unknown;</D:prop></D:propfind>', { depth: '0' }, 400],
+      ['PROPFIND', '<D:propfind xmlns:D="urn:not-dav"/>', { depth: '0' }, 400],
+      ['REPORT', '<D:propfind xmlns:D="DAV:"/>', {}, 403],
+      ['PROPPATCH', '<D:propfind xmlns:D="DAV:"/>', {}, 400],
+      ['PROPFIND', '{"json": true}', { depth: '0', 'content-type': 'application/json' }, 415],
+      ['PROPFIND', `<D:propfind xmlns:D="DAV:">${' '.repeat(1024 * 1024)}</D:propfind>`, { depth: '0' }, 413],
+    ];
+    for (const [method, body, headers, status] of cases) {
+      const res = await call(method, book, body, headers);
+      t.equal(res.statusCode, status, `${method} ${body.slice(0, 50)}`);
+      t.equal(res.headers['content-type'], 'application/xml; charset=utf-8');
+      t.match(res.body, /^<\?xml version="1.0" encoding="UTF-8"\?><D:error /);
+    }
+    const textXml = await call('PROPFIND', book, '<D:propfind xmlns:D="DAV:"><D:prop><D:displayname/></D:prop></D:propfind>', {
+      depth: '0',
+      'content-type': 'text/xml; charset=utf-8',
+    });
+    t.equal(textXml.statusCode, 207, 'text/xml is XML too');
+  },
+);

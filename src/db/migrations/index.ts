@@ -21,6 +21,7 @@ import * as largeOwnerTrigrams from './022-large-owner-trigrams.js';
 import * as oneInsertTrigger from './023-one-insert-trigger.js';
 import * as resetTokenId from './025-reset-token-id.js';
 import * as idempotencyKeys from './026-idempotency-keys.js';
+import * as bookProperties from './031-book-properties.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -46,4 +47,5 @@ export const migrations: Record<string, AppMigration> = {
   '023-one-insert-trigger': oneInsertTrigger,
   '025-reset-token-id': resetTokenId,
   '026-idempotency-keys': idempotencyKeys,
+  '031-book-properties': bookProperties,
 };
