@@ -135,6 +135,17 @@ export async function exportContacts(
   }
 }
 
+/**
+ * What a HEAD of the export answers: the file's type and name, after the same checks of `query`
+ * and `sort` as the export (400 alike), without reading a contact. Its size is known only once the
+ * file is written, so it has none (RFC 9110 §9.3.2 lets a HEAD leave out such fields).
+ */
+export function exportHead(format: ExportFormat, query: string | undefined, sort: string): Pick<ContactsFile, 'contentType' | 'fileName'> {
+  parseListing(query, sort);
+  const { contentType, fileName } = EXPORTS[format];
+  return { contentType, fileName };
+}
+
 /** A private temporary file, already unlinked: the open handle keeps it, and nothing is left behind however the export ends. */
 async function openSpool(): Promise<FileHandle> {
   const spoolPath = path.join(os.tmpdir(), `contacts-export-${randomUUID()}`);

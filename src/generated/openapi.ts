@@ -426,6 +426,10 @@ export type paths = {
          *
          *     No contact matching is not an error: an empty vCard file, or the CSV header alone.
          *
+         *     `HEAD` answers the status and headers a `GET` would (400 for an invalid `query` or `sort`)
+         *     without writing the file, so without `Content-Length`: the size is known only once the
+         *     file is written (RFC 9110 §9.3.2).
+         *
          *     Limits (each instance holds a spool file for each export until it is sent):
          *     - 10 exports a minute per user (`RATE_LIMIT_EXPORT_PER_MIN`); past it 429.
          *     - 2 exports in flight (being written or sent) per user and instance
