@@ -62,6 +62,37 @@ export const variables = {
     description:
       'PostgreSQL to use. Unset: embedded PostgreSQL (PGlite, a development dependency) in `DATA_DIR/pgdata`. compose.yaml sets it.',
   },
+  DB_STATEMENT_TIMEOUT_MS: {
+    type: 'integer',
+    minimum: 10,
+    maximum: 600_000,
+    default: 5000,
+    description:
+      "PostgreSQL's `statement_timeout` for a request's statements: one running longer is cancelled and the request is 503 with `Retry-After`. Imports and exports use `DB_BULK_STATEMENT_TIMEOUT_MS`; migrations none. The embedded database cannot cancel a statement, so it has none.",
+  },
+  DB_BULK_STATEMENT_TIMEOUT_MS: {
+    type: 'integer',
+    minimum: 10,
+    maximum: 3_600_000,
+    default: 60_000,
+    description: "`statement_timeout` of an import's and an export's statements (their transaction sets it).",
+  },
+  DB_USER_CONNECTIONS: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1000,
+    default: 3,
+    description:
+      "Requests of one user that may use database connections at once, per instance (of the pool's 10); the user's next ones wait for one of them, so another user's request never waits behind them.",
+  },
+  DB_USER_WAITING: {
+    type: 'integer',
+    minimum: 0,
+    maximum: 100_000,
+    default: 20,
+    description:
+      'Requests of one user that may wait for `DB_USER_CONNECTIONS`, per instance; past it the request is 429 with `Retry-After`.',
+  },
   REDIS_URL: {
     type: 'string',
     protocols: ['redis:', 'rediss:'],

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
+import { allowLongStatements } from '../../plugins/db.js';
 import { BadRequest, HttpError } from '../../plugins/http/errors.js';
 import { bodyCheckerOf } from '../../plugins/http/operations.js';
 import type { Metrics } from '../../plugins/metrics.js';
@@ -116,7 +117,14 @@ export async function exportContacts(
       await spool.write(header);
     }
     let count = 0;
-    for await (const rows of repository.streamContacts(deps.db, ownerId, conditions, keys, EXPORT_BATCH)) {
+    for await (const rows of repository.streamContacts(
+      deps.db,
+      ownerId,
+      conditions,
+      keys,
+      EXPORT_BATCH,
+      deps.config.dbBulkStatementTimeoutMs,
+    )) {
       const text = rows.map((row) => entry(toContact(row))).join('');
       // Counted before it is written: the cap bounds what the disk holds.
       slot.grow(Buffer.byteLength(text));
@@ -235,6 +243,7 @@ async function writeImport(deps: ImportDeps, db: ImportDeps['db'], ownerId: numb
           db,
           ownerId,
           async (db) => {
+            await allowLongStatements(db, deps.config.dbBulkStatementTimeoutMs);
             const emails = await repository.insertContacts(db, ownerId, contacts, now);
             return { result: emails, added: emails.size };
           },
