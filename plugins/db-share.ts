@@ -63,7 +63,7 @@ export class UserShares {
               client.release();
               this.#letGo(claim);
             },
-          } as PostgresPoolClient;
+          };
         } catch (error) {
           this.#letGo(claim);
           throw error;
