@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { PostgresPool, PostgresPoolClient } from 'kysely';
+import type { PostgresPool } from 'kysely';
 import { HttpError } from './http/errors.js';
 
 /** Seconds a user over their share is asked to wait: their requests ahead of it take about that long. */
