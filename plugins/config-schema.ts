@@ -400,6 +400,14 @@ export const variables = {
     description:
       'An owner with more contacts than this is promoted in the background to a large owner, whose short searches use the grams index ([performance.md](performance.md)).',
   },
+  HTTP_REQUEST_TIMEOUT_MS: {
+    type: 'integer',
+    minimum: 1000,
+    maximum: 3_600_000,
+    default: 60_000,
+    description:
+      'A request whose header and body have not all arrived this many ms after it started is answered 408 and its connection closed (checked every second); headers alone get at most 60 s. 60 s lets a 10 MiB import through at 175 KB/s.',
+  },
   SHUTDOWN_TIMEOUT_MS: {
     type: 'integer',
     minimum: 1,

@@ -105,6 +105,8 @@ export interface AppConfig {
   tracing: TracingConfig | null;
   /** How long an import body read in the worker pool may take, waiting included; past it 503. */
   importParseTimeoutMs: number;
+  /** Time for a request's head and body to arrive; past it 408 and the connection closes. */
+  httpRequestTimeoutMs: number;
   /** statement_timeout of a request's statements (PostgreSQL only). */
   dbStatementTimeoutMs: number;
   /** statement_timeout an import's or export's transaction sets for itself. */
@@ -366,6 +368,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
         }
       : null,
     importParseTimeoutMs: values.IMPORT_PARSE_TIMEOUT_MS,
+    httpRequestTimeoutMs: values.HTTP_REQUEST_TIMEOUT_MS,
     dbStatementTimeoutMs: values.DB_STATEMENT_TIMEOUT_MS,
     dbBulkStatementTimeoutMs: values.DB_BULK_STATEMENT_TIMEOUT_MS,
     dbUserConnections: values.DB_USER_CONNECTIONS,
