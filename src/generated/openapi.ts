@@ -1186,7 +1186,11 @@ export type components = {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The rate limit is exceeded. */
+        /**
+         * @description The rate limit is exceeded, or too many of the user's requests are already using or
+         *     waiting for the database (`DB_USER_CONNECTIONS`, `DB_USER_WAITING`; no `X-RateLimit-*`
+         *     then).
+         */
         TooManyRequests: {
             headers: {
                 "Retry-After": components["headers"]["Retry-After"];
@@ -1206,7 +1210,7 @@ export type components = {
         };
         /**
          * @description The service cannot answer now and the request changed nothing: the database is not
-         *     reachable, or (register, login, reset, app password creation) too many password hashes are
+         *     reachable, or a statement ran past its time (`DB_STATEMENT_TIMEOUT_MS`), or (register, login, reset, app password creation) too many password hashes are
          *     already queued, or already queued for this client address (`PASSWORD_QUEUE_PER_CLIENT`).
          *     Retry after `Retry-After` seconds.
          */
