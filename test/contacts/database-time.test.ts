@@ -82,7 +82,7 @@ t.test(
   'a statement past DB_STATEMENT_TIMEOUT_MS is 503 with Retry-After; an export has its own bound',
   { skip: backend === 'embedded' && 'the embedded database cannot cancel a statement' },
   async (t) => {
-    const app = await buildContactsApp(t, { env: { DB_STATEMENT_TIMEOUT_MS: '200' } });
+    const app = await buildContactsApp(t, { env: { DB_STATEMENT_TIMEOUT_MS: '50' } });
     const user = await createUser(app);
     const call = as(app, user);
     await bigBook(app, user.id, BOOK);
