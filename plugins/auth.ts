@@ -108,8 +108,9 @@ function cutOffMemory(load: CutOffLoader) {
   };
 }
 
-function bearerToken(request: FastifyRequest): string | null {
-  const match = /^Bearer +(\S+)\s*$/i.exec(request.headers.authorization ?? '');
+/** The token of an `Authorization: Bearer <token>` header, the scheme in any case (RFC 9110 §11.1); null for anything else. */
+export function bearerToken(authorization: string | undefined): string | null {
+  const match = /^Bearer +(\S+)\s*$/i.exec(authorization ?? '');
   return match?.[1] ?? null;
 }
 
@@ -167,7 +168,7 @@ export default fp<AuthOptions>(
     app.decorateRequest('accessClaimsMemo', undefined);
     app.decorateRequest('accessClaims', function accessClaims(this: FastifyRequest & { accessClaimsMemo?: TokenClaims | null }) {
       if (this.accessClaimsMemo === undefined) {
-        const token = bearerToken(this);
+        const token = bearerToken(this.headers.authorization);
         this.accessClaimsMemo = token ? tokens.verify(token, 'access') : null;
       }
       return this.accessClaimsMemo;

@@ -71,6 +71,37 @@ export const variables = {
     description:
       'Streaming-replication standbys of `DATABASE_URL` (comma-separated) that serve uncached reads, never older than the reading user\'s own last write; requires `DATABASE_URL`. Unset: every statement goes to `DATABASE_URL`. docs/performance.md, "Read replicas".',
   },
+  DB_STATEMENT_TIMEOUT_MS: {
+    type: 'integer',
+    minimum: 10,
+    maximum: 600_000,
+    default: 5000,
+    description:
+      "PostgreSQL's `statement_timeout` for a request's statements: one running longer is cancelled and the request is 503 with `Retry-After`. Imports, exports and account deletions use `DB_BULK_STATEMENT_TIMEOUT_MS`; migrations none. The embedded database cannot cancel a statement, so it has none.",
+  },
+  DB_BULK_STATEMENT_TIMEOUT_MS: {
+    type: 'integer',
+    minimum: 10,
+    maximum: 3_600_000,
+    default: 60_000,
+    description: '`statement_timeout` of the statements of an import, an export or an account deletion (their transaction sets it).',
+  },
+  DB_USER_CONNECTIONS: {
+    type: 'integer',
+    minimum: 1,
+    maximum: 1000,
+    default: 3,
+    description:
+      "Requests of one user that may use database connections at once, per instance (of the pool's 10); the user's next ones wait for one of them, so another user's request never waits behind them.",
+  },
+  DB_USER_WAITING: {
+    type: 'integer',
+    minimum: 0,
+    maximum: 100_000,
+    default: 20,
+    description:
+      'Requests of one user that may wait for `DB_USER_CONNECTIONS`, per instance; past it the request is 429 with `Retry-After`.',
+  },
   REDIS_URL: {
     type: 'string',
     protocols: ['redis:', 'rediss:'],
@@ -413,6 +444,14 @@ export const variables = {
     default: 50_000,
     description:
       'An owner with more contacts than this is promoted in the background to a large owner, whose short searches use the grams index ([performance.md](performance.md)).',
+  },
+  HTTP_REQUEST_TIMEOUT_MS: {
+    type: 'integer',
+    minimum: 1000,
+    maximum: 3_600_000,
+    default: 60_000,
+    description:
+      'A request whose header and body have not all arrived this many ms after it started is answered 408 and its connection closed (checked every second); headers alone get at most 60 s. 60 s lets a 10 MiB import through at 175 KB/s.',
   },
   SHUTDOWN_TIMEOUT_MS: {
     type: 'integer',

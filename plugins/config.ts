@@ -112,6 +112,16 @@ export interface AppConfig {
   tracing: TracingConfig | null;
   /** How long an import body read in the worker pool may take, waiting included; past it 503. */
   importParseTimeoutMs: number;
+  /** Time for a request's head and body to arrive; past it 408 and the connection closes. */
+  httpRequestTimeoutMs: number;
+  /** statement_timeout of a request's statements (PostgreSQL only). */
+  dbStatementTimeoutMs: number;
+  /** statement_timeout an import's or export's transaction sets for itself. */
+  dbBulkStatementTimeoutMs: number;
+  /** Requests of one user using database connections at once, per instance. */
+  dbUserConnections: number;
+  /** Requests of one user waiting for those, per instance; past it 429. */
+  dbUserWaiting: number;
   /** A larger answer (its JSON body) is not cached. */
   cacheMaxAnswerBytes: number;
   /** Bytes of one user's cached answers at most (in Redis, and in each process's memory). */
@@ -378,6 +388,11 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
         }
       : null,
     importParseTimeoutMs: values.IMPORT_PARSE_TIMEOUT_MS,
+    httpRequestTimeoutMs: values.HTTP_REQUEST_TIMEOUT_MS,
+    dbStatementTimeoutMs: values.DB_STATEMENT_TIMEOUT_MS,
+    dbBulkStatementTimeoutMs: values.DB_BULK_STATEMENT_TIMEOUT_MS,
+    dbUserConnections: values.DB_USER_CONNECTIONS,
+    dbUserWaiting: values.DB_USER_WAITING,
     cacheMaxAnswerBytes: values.CACHE_MAX_ANSWER_BYTES,
     cacheUserBytes: values.CACHE_USER_BYTES,
     avatarRenderQueueLimit: values.AVATAR_RENDER_QUEUE_LIMIT,

@@ -3,11 +3,21 @@ import { chmod, mkdir, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { type Compilable, type CompiledQuery, createQueryId, Kysely, PostgresDialect, type PostgresPool, sql } from 'kysely';
+import {
+  type Compilable,
+  type CompiledQuery,
+  createQueryId,
+  Kysely,
+  PostgresDialect,
+  type PostgresPool,
+  type QueryExecutorProvider,
+  sql,
+} from 'kysely';
 import pg from 'pg';
 import { Gauge, type Registry } from 'prom-client';
 import { type AppMigration, migrateToLatest } from './migrate.js';
 import { type OutageLog, outageLog } from './outage-log.js';
+import { UserShares } from './db-share.js';
 import { PGlitePool } from './pglite-pool.js';
 
 const DATE_OID = 1082;
@@ -65,6 +75,8 @@ export interface OpenOptions {
   connectionTimeoutMs?: number;
   /** Connections of the pool (default 10). */
   maxConnections?: number;
+  /** PostgreSQL's statement_timeout of each connection, ms; 0 (the default) is none. */
+  statementTimeoutMs?: number;
 }
 
 /** Statement texts marked by prepared(), each with its name; a bound on each connection's prepared statements, whatever marks them. */
@@ -175,7 +187,13 @@ export interface PoolCounts {
 export async function openPool(
   databaseUrl: string | null,
   embeddedDir: string,
-  { onIdleError = () => {}, onConnect = () => {}, connectionTimeoutMs = 0, maxConnections = 10 }: Omit<OpenOptions, 'onQuery'> = {},
+  {
+    onIdleError = () => {},
+    onConnect = () => {},
+    connectionTimeoutMs = 0,
+    maxConnections = 10,
+    statementTimeoutMs = 0,
+  }: Omit<OpenOptions, 'onQuery'> = {},
 ): Promise<PostgresPool & PoolCounts> {
   if (!databaseUrl) return embeddedPool(embeddedDir);
   const pgPool = new pg.Pool({
@@ -184,7 +202,8 @@ export async function openPool(
     connectionTimeoutMillis: connectionTimeoutMs,
     // Every query here reads one owner's rows, in milliseconds. JIT compiling one whose plan costs
     // past jit_above_cost (a count of 100,000 index entries) took 13 ms and saved nothing.
-    options: '-c jit=off',
+    // statement_timeout is each session's default: RESET and a transaction's SET LOCAL start from it.
+    options: `-c jit=off -c statement_timeout=${statementTimeoutMs}`,
     types: {
       getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
         if (oid === DATE_OID) return keepDate;
@@ -271,6 +290,19 @@ export function referencedUserGone(error: unknown): boolean {
   return code === '23503' && typeof constraint === 'string' && /_(user|owner)_id_fkey$/.test(constraint);
 }
 
+/** Whether `error` is PostgreSQL cancelling a statement (SQLSTATE 57014): statement_timeout ran out. */
+export function isStatementTimeout(error: unknown): boolean {
+  return (error as { code?: unknown } | undefined)?.code === '57014';
+}
+
+/**
+ * Lets the statements of transaction `trx` run for `ms` each instead of the session's
+ * statement_timeout, until it ends (imports and exports: a bound of their own).
+ */
+export async function allowLongStatements(trx: QueryExecutorProvider, ms: number): Promise<void> {
+  await sql`select set_config('statement_timeout', ${String(ms)}, true)`.execute(trx);
+}
+
 /** The unique index a row violated (SQLSTATE 23505: a duplicate, even one racing ours); null for any other error. */
 export function violatedUniqueIndex(error: unknown): string | null {
   const { code, constraint } = (error ?? {}) as { code?: unknown; constraint?: unknown };
@@ -340,10 +372,20 @@ export default fp<DbOptions>(
     const pool = await openPool(databaseUrl, embeddedDir, {
       onIdleError: (error) => app.log.warn({ err: error }, 'an idle database connection was closed by the server'),
       onConnect: () => outage.answered(),
+      statementTimeoutMs: app.config.dbStatementTimeoutMs,
     });
-    const db = databaseOver<FastifyInstance['db'] extends Kysely<infer DB> ? DB : never>(wrapPool(pool), onQuery);
+    const shares = new UserShares(app.config.dbUserConnections, app.config.dbUserWaiting);
+    const db = databaseOver<FastifyInstance['db'] extends Kysely<infer DB> ? DB : never>(shares.pool(wrapPool(pool)), onQuery);
     try {
-      const applied = await migrateToLatest(db, migrations);
+      // A migration may rewrite a whole table: no statement_timeout for it, on its one connection.
+      const applied = await db.connection().execute(async (connection) => {
+        await sql`set statement_timeout = 0`.execute(connection);
+        try {
+          return await migrateToLatest(connection, migrations);
+        } finally {
+          await sql`reset statement_timeout`.execute(connection);
+        }
+      });
       if (applied.length > 0) app.log.info({ migrations: applied }, 'database migrated');
     } catch (error) {
       await db.destroy();
@@ -357,6 +399,11 @@ export default fp<DbOptions>(
     }
     app.decorate('db', db);
     app.decorate('databaseOutage', outage);
+    // After authentication and the body: the handler's connections count in its user's share.
+    app.addHook('preHandler', (request, _reply, done) => {
+      if (request.userId === null || request.userId === undefined) return done();
+      shares.runAs(request.userId, done);
+    });
     poolGauges(app.metrics.registry, pool);
     app.metrics.dependency('database', async () => (await sql`select 1`.execute(db), true));
     app.addHook('onClose', async () => db.destroy());

@@ -90,6 +90,16 @@ export default fp<HttpOptions>(
       route.config = { ...route.config, httpRoute: route.url.replace(/:([A-Za-z0-9_]+)/g, '{$1}') };
     });
 
+    // Fastify closes the connection when it answers before the body has all come (413 mid-body), and
+    // the client, still sending, may then get a reset instead of the answer. Kept open, Node reads
+    // the rest of the body and discards it, as a lingering close would (RFC 9112 §9.6), for at
+    // most HTTP_REQUEST_TIMEOUT_MS from the request's start; the framing stays intact, so the
+    // connection can serve the next request.
+    app.addHook('onSend', (request, reply, payload, done) => {
+      if (!request.raw.complete && reply.getHeader('connection') === 'close') reply.removeHeader('connection');
+      done(null, payload);
+    });
+
     const headers = securityHeaders();
     app.addHook('onRequest', (request, reply, done) => {
       reply.headers(headers);

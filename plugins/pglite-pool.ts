@@ -34,6 +34,10 @@ export class PGlitePool implements PostgresPool {
     this.#queue = turn.then(() => released);
     this.#callers++;
     await turn;
+    // PGlite runs a statement on this thread, and the next caller's turn follows in promise
+    // callbacks: without a turn of the event loop in between, a burst of one user's statements
+    // would run back to back while other requests could not even be read.
+    await new Promise((resolve) => setImmediate(resolve));
     const pglite = this.pglite;
     return {
       async query<R>(sql: string, parameters: readonly unknown[]): Promise<PostgresQueryResult<R>> {

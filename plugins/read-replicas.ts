@@ -205,6 +205,7 @@ export default fp(
       const pool = await openPool(url, '', {
         connectionTimeoutMs: CONNECT_TIMEOUT_MS,
         maxConnections: STANDBY_POOL_SIZE,
+        statementTimeoutMs: app.config.dbStatementTimeoutMs,
         onIdleError: (error) => app.log.warn({ err: error, standby: name }, 'an idle standby connection was closed by the server'),
       });
       standbys.push({ name, db: databaseOver<DB>(pool), serving: false, retryAt: 0, backoffMs: BACKOFF_MIN_MS });

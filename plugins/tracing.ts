@@ -182,8 +182,19 @@ function traceRedisCommands(tracer: Tracer): () => void {
 }
 
 /**
+ * Whether a proxy that TRUST_PROXY trusts passed the request on (it named the client in
+ * `X-Forwarded-For`). Only such a request's `traceparent` is continued: a client's own would
+ * choose whether its requests are traced, whatever the sampler's ratio (with `traceidratio`, by
+ * picking the trace id), and put them in any trace it likes.
+ */
+function cameThroughTrustedProxy(request: FastifyRequest): boolean {
+  // Fastify's `ips`: the socket's address, then each address forwarded by a trusted hop (none without TRUST_PROXY).
+  return (request.ips?.length ?? 0) > 1;
+}
+
+/**
  * One SERVER span per request, named `<METHOD> <route template>` (the method alone when no route
- * matched), continuing the caller's W3C `traceparent`. Everything the request does after its
+ * matched), continuing a trusted proxy's W3C `traceparent` (cameThroughTrustedProxy). Everything the request does after its
  * first hook runs inside the span, the body's stream events included (they are bound to it).
  */
 function requestSpans(tracer: Tracer): FastifyPluginAsync {
@@ -199,7 +210,7 @@ function requestSpans(tracer: Tracer): FastifyPluginAsync {
   return fp(
     async (app) => {
       app.addHook('onRequest', (request, reply, done) => {
-        const parent = propagation.extract(ROOT_CONTEXT, request.headers);
+        const parent = cameThroughTrustedProxy(request) ? propagation.extract(ROOT_CONTEXT, request.headers) : ROOT_CONTEXT;
         const route = request.routeOptions.config.httpRoute;
         const span = tracer.startSpan(
           route === undefined ? request.method : `${request.method} ${route}`,

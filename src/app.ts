@@ -47,6 +47,11 @@ export interface BuildOptions {
   tracing?: Tracing;
 }
 
+/** Time for a request's head to arrive (Node's default). */
+const HEADERS_TIMEOUT_MS = 60_000;
+/** How often Node checks the connections against those timeouts (its default, 30 s, would let a timed-out one live on for up to that). */
+const CONNECTIONS_CHECKING_INTERVAL_MS = 1000;
+
 /** Headers a browser client may read across origins. */
 const EXPOSED_HEADERS = [
   'Location',
@@ -109,6 +114,12 @@ export async function buildApp(options: BuildOptions = {}): Promise<FastifyInsta
     ...httpServerOptions,
     frameworkErrors: withDavFrameworkErrors(httpServerOptions.frameworkErrors),
     trustProxy: config.trustProxy,
+    // A body that never comes holds its connection only this long (docs/limits.md, "Slow requests").
+    requestTimeout: config.httpRequestTimeoutMs,
+    http: {
+      headersTimeout: Math.min(HEADERS_TIMEOUT_MS, config.httpRequestTimeoutMs),
+      connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
+    },
     // A first start on the embedded default creates the database (initdb, then migrations), which can outlast the 10 s default.
     pluginTimeout: 120_000,
   });

@@ -2,11 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { isDatabaseUnavailable, referencedUserGone } from '../db.js';
+import { isDatabaseUnavailable, isStatementTimeout, referencedUserGone } from '../db.js';
 import { HttpError, Unauthorized } from './errors.js';
 
 /** Seconds a client is asked to wait when the database is away (a restart takes a few). */
 const DATABASE_RETRY_AFTER_S = 5;
+
+/** Seconds a client is asked to wait after its statement ran out of time (DB_STATEMENT_TIMEOUT_MS): the database is busy, or the request too costly. */
+const STATEMENT_TIMEOUT_RETRY_AFTER_S = 5;
 
 /** Fastify's and its plugins' own client errors, reworded; anything else 4xx keeps its message. */
 const FRAMEWORK_ERRORS: Record<string, { status: number; detail: string }> = {
@@ -46,6 +49,13 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
   if (referencedUserGone(error)) {
     const gone = new Unauthorized();
     return reply.code(gone.statusCode).headers(gone.headers).send({ detail: gone.message });
+  }
+  if (isStatementTimeout(error)) {
+    request.log.warn({ err: error }, 'a statement ran past statement_timeout and was cancelled');
+    return reply
+      .code(503)
+      .header('retry-after', STATEMENT_TIMEOUT_RETRY_AFTER_S)
+      .send({ detail: 'Service unavailable: the request took too long in the database' });
   }
   request.log.error({ err: error }, 'unhandled error');
   return reply.code(500).send({ detail: 'Internal Server Error' });

@@ -9,7 +9,7 @@ import {
   sql,
   type Updateable,
 } from 'kysely';
-import { preparedStatement, violatedUniqueIndex } from '../../plugins/db.js';
+import { allowLongStatements, preparedStatement, violatedUniqueIndex } from '../../plugins/db.js';
 import type { ContactsTable, Database } from '../db/database.js';
 import { schemaFields } from '../generated/schemas.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
@@ -346,7 +346,7 @@ export async function listContacts(
 /**
  * Every contact of the owner matching `conditions`, in `sort` order, in batches of `batchSize`:
  * a cursor in a read-only repeatable-read transaction, so the batches are one snapshot and only one
- * batch is in memory at a time. The transaction ends with the generator, however it stops.
+ * batch is in memory at a time; each statement may take `statementTimeoutMs`. The transaction ends with the generator, however it stops.
  */
 export async function* streamContacts(
   db: Kysely<Database>,
@@ -354,6 +354,7 @@ export async function* streamContacts(
   conditions: readonly Condition[],
   sort: readonly SortKey[],
   batchSize: number,
+  statementTimeoutMs: number,
 ): AsyncGenerator<ContactRow[]> {
   const { sql: select, parameters } = ordered(
     db.selectFrom('contacts').where(matching(ownerId, conditions)).select(CONTACT_COLUMNS),
@@ -361,6 +362,7 @@ export async function* streamContacts(
   ).compile();
   const trx = await db.startTransaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute();
   try {
+    await allowLongStatements(trx, statementTimeoutMs);
     await trx.executeQuery(CompiledQuery.raw(`declare contacts_export no scroll cursor for ${select}`, [...parameters]));
     for (;;) {
       const { rows } = await trx.executeQuery<ContactRow>(CompiledQuery.raw(`fetch ${batchSize} from contacts_export`));

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
+import { allowLongStatements } from '../../plugins/db.js';
 import { BadRequest, HttpError } from '../../plugins/http/errors.js';
 import { bodyCheckerOf } from '../../plugins/http/operations.js';
 import type { Metrics } from '../../plugins/metrics.js';
@@ -116,7 +117,14 @@ export async function exportContacts(
       await spool.write(header);
     }
     let count = 0;
-    for await (const rows of repository.streamContacts(deps.db, ownerId, conditions, keys, EXPORT_BATCH)) {
+    for await (const rows of repository.streamContacts(
+      deps.db,
+      ownerId,
+      conditions,
+      keys,
+      EXPORT_BATCH,
+      deps.config.dbBulkStatementTimeoutMs,
+    )) {
       const text = rows.map((row) => entry(toContact(row))).join('');
       // Counted before it is written: the cap bounds what the disk holds.
       slot.grow(Buffer.byteLength(text));
@@ -133,6 +141,17 @@ export async function exportContacts(
     await spool.close();
     throw error;
   }
+}
+
+/**
+ * What a HEAD of the export answers: the file's type and name, after the same checks of `query`
+ * and `sort` as the export (400 alike), without reading a contact. Its size is known only once the
+ * file is written, so it has none (RFC 9110 §9.3.2 lets a HEAD leave out such fields).
+ */
+export function exportHead(format: ExportFormat, query: string | undefined, sort: string): Pick<ContactsFile, 'contentType' | 'fileName'> {
+  parseListing(query, sort);
+  const { contentType, fileName } = EXPORTS[format];
+  return { contentType, fileName };
 }
 
 /** A private temporary file, already unlinked: the open handle keeps it, and nothing is left behind however the export ends. */
@@ -224,6 +243,7 @@ async function writeImport(deps: ImportDeps, db: ImportDeps['db'], ownerId: numb
           db,
           ownerId,
           async (db) => {
+            await allowLongStatements(db, deps.config.dbBulkStatementTimeoutMs);
             const emails = await repository.insertContacts(db, ownerId, contacts, now);
             return { result: emails, added: emails.size };
           },

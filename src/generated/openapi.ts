@@ -515,6 +515,10 @@ export type paths = {
          *
          *     No contact matching is not an error: an empty vCard file, or the CSV header alone.
          *
+         *     `HEAD` answers the status and headers a `GET` would (400 for an invalid `query` or `sort`)
+         *     without writing the file, so without `Content-Length`: the size is known only once the
+         *     file is written (RFC 9110 §9.3.2).
+         *
          *     Limits (each instance holds a spool file for each export until it is sent):
          *     - 10 exports a minute per user (`RATE_LIMIT_EXPORT_PER_MIN`); past it 429.
          *     - 2 exports in flight (being written or sent) per user and instance
@@ -1288,7 +1292,11 @@ export type components = {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The rate limit is exceeded. */
+        /**
+         * @description The rate limit is exceeded, or too many of the user's requests are already using or
+         *     waiting for the database (`DB_USER_CONNECTIONS`, `DB_USER_WAITING`; no `X-RateLimit-*`
+         *     then).
+         */
         TooManyRequests: {
             headers: {
                 "Retry-After": components["headers"]["Retry-After"];
@@ -1339,12 +1347,12 @@ export type components = {
         };
         /**
          * @description The service cannot answer now: the database is not reachable (restarting, or mid-failover
-         *     with no writable leader yet), or (register, login, reset, app password creation) too many
-         *     password hashes are already queued, or already queued for this client address
-         *     (`PASSWORD_QUEUE_PER_CLIENT`). Retry after `Retry-After` seconds. A write answered 503 may
-         *     or may not have been stored (its commit can reach the database just as the connection to it
-         *     is lost); retrying it with the same `Idempotency-Key` is safe: a stored one is answered
-         *     again, not written twice.
+         *     with no writable leader yet), or a statement ran past its time (`DB_STATEMENT_TIMEOUT_MS`),
+         *     or (register, login, reset, app password creation) too many password hashes are already
+         *     queued, or already queued for this client address (`PASSWORD_QUEUE_PER_CLIENT`). Retry
+         *     after `Retry-After` seconds. A write answered 503 may or may not have been stored (its
+         *     commit can reach the database just as the connection to it is lost); retrying it with the
+         *     same `Idempotency-Key` is safe: a stored one is answered again, not written twice.
          */
         ServiceUnavailable: {
             headers: {

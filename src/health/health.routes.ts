@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { sql } from 'kysely';
+import { bearerToken } from '../../plugins/auth.js';
 import { isDatabaseUnavailable } from '../../plugins/db.js';
 import { NotFound, ServiceUnavailable, Unauthorized } from '../../plugins/http/errors.js';
 import { EXPOSITION_CONTENT_TYPE } from '../../plugins/metrics.js';
@@ -25,10 +26,10 @@ async function probeFailure(probe: () => Promise<unknown>): Promise<unknown> {
   }
 }
 
-/** Whether `authorization` is `Bearer <token>`, compared in constant time. */
+/** Whether `authorization` carries `token` as its bearer token (read as /api reads it), compared in constant time. */
 function bearerIs(authorization: string | undefined, token: string): boolean {
   const digest = (value: string) => createHash('sha256').update(value).digest();
-  return timingSafeEqual(digest(authorization ?? ''), digest(`Bearer ${token}`));
+  return timingSafeEqual(digest(bearerToken(authorization) ?? ''), digest(token));
 }
 
 /** Liveness and readiness probes, and the metrics a Prometheus scrapes. */

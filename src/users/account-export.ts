@@ -51,7 +51,14 @@ export async function exportAccount(deps: ExportDeps, userId: number): Promise<A
     const { conditions, keys } = parseListing(undefined, 'id');
     let first = true;
     await write(json, '[');
-    for await (const rows of contactsRepository.streamContacts(deps.db, userId, conditions, keys, EXPORT_BATCH)) {
+    for await (const rows of contactsRepository.streamContacts(
+      deps.db,
+      userId,
+      conditions,
+      keys,
+      EXPORT_BATCH,
+      deps.config.dbBulkStatementTimeoutMs,
+    )) {
       const contacts = rows.map(toContact);
       await write(vcard, contacts.map(vcardOf).join(''));
       await write(json, (first ? '' : ',') + contacts.map((contact) => JSON.stringify(contact)).join(','));

@@ -51,7 +51,8 @@ function noticeLater(deps: AccountDeps, userId: number, message: MailMessage): v
 export async function deleteAccount(deps: AccountDeps, userId: number, password: string, client: string): Promise<void> {
   const user = await provenUser(deps, userId, password, client);
   // Changed since it was checked: the password sent is no longer the account's.
-  if (!(await repository.deleteAccount(deps.db, userId, user.password_hash))) throw new Forbidden(INVALID_PASSWORD);
+  if (!(await repository.deleteAccount(deps.db, userId, user.password_hash, deps.config.dbBulkStatementTimeoutMs)))
+    throw new Forbidden(INVALID_PASSWORD);
   // Each instance remembers cut-offs only until told; the user being gone, every token is then 401.
   await deps.tokens.cutOffChanged(userId);
   await deps.cache.forget(userId);

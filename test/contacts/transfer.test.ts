@@ -185,6 +185,39 @@ t.test("export: errors are the list's, as {detail}", async (t) => {
   t.same(anonymous.json(), { detail: 'Not authenticated' });
 });
 
+t.test('HEAD of the export: the headers, without reading a contact or taking an export slot', async (t) => {
+  const statements: string[] = [];
+  const app = await buildContactsApp(t, { env: { EXPORT_CONCURRENT_PER_USER: '1' }, onQuery: (text) => statements.push(text) });
+  const alice = as(app, await createUser(app));
+  await createContacts(alice, [janeRow, oddRow]);
+  for (const [format, type, name] of [
+    ['vcard', 'text/vcard; charset=utf-8', 'contacts.vcf'],
+    ['csv', 'text/csv; charset=utf-8', 'contacts.csv'],
+  ] as const) {
+    statements.length = 0;
+    const res = await alice('HEAD', `/api/contacts/export?format=${format}&query=first_name:eq:Jane`);
+    t.equal(res.statusCode, 200, format);
+    t.equal(res.headers['content-type'], type, format);
+    t.equal(res.headers['content-disposition'], `attachment; filename="${name}"`, format);
+    t.equal(res.headers['content-length'], undefined, 'no size: it is known only once the file is written');
+    t.equal(res.body, '', format);
+    t.same(
+      statements.filter((text) => /\bcontacts\b/.test(text)),
+      [],
+      'no statement reads the contacts',
+    );
+  }
+  // A GET still takes the one slot after any number of HEADs, and its file is whole.
+  const file = await alice('GET', '/api/contacts/export?format=csv');
+  t.equal(file.statusCode, 200);
+  t.equal(file.body.split('\r\n').length, 4, 'header, two rows, end');
+  const invalid = await alice('HEAD', '/api/contacts/export?query=nickname:eq:x');
+  t.equal(invalid.statusCode, 400, "the GET's checks apply");
+  t.equal(invalid.headers['content-type'], 'application/json; charset=utf-8');
+  const anonymous = await app.inject({ method: 'HEAD', url: '/api/contacts/export' });
+  t.equal(anonymous.statusCode, 401);
+});
+
 /** A vCard 3.0 file as another app writes it (RFC 2426): folding, groups, TYPE parameters, several EMAIL and TEL, dashed BDAY. */
 const OTHER_APP_VCARD_3 = crlf(
   'BEGIN:VCARD',

@@ -199,9 +199,12 @@ t.test('METRICS_TOKEN: /metrics needs it as the bearer token', async (t) => {
     t.same(res.json(), { detail: 'Not authenticated' });
     t.equal(res.headers['www-authenticate'], 'Bearer');
   }
-  const res = await app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${token}` } });
-  t.equal(res.statusCode, 200);
-  t.match(res.body, /^# HELP /m);
+  // The scheme is case-insensitive (RFC 9110 §11.1), as /api reads it.
+  for (const authorization of [`Bearer ${token}`, `bearer ${token}`, `BEARER  ${token}`]) {
+    const res = await app.inject({ method: 'GET', url: '/metrics', headers: { authorization } });
+    t.equal(res.statusCode, 200, authorization);
+    t.match(res.body, /^# HELP /m);
+  }
 });
 
 t.test('without METRICS_TOKEN /metrics is 404 in production; METRICS_ENABLED=false makes it 404 and records nothing', async (t) => {

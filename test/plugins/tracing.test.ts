@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { backend, smtpCapture, testEnv } from '../helper.js';
 import { signUp, startService } from '../faults/processes.js';
 
@@ -137,8 +137,8 @@ function jsonSpans(body: Buffer): ExportedSpan[] {
   );
 }
 
-t.test('a cache-missing read by id is one server span continuing the caller, with SQL and Redis spans inside', async (t) => {
-  const protocol = backend === 'postgres' ? 'http/protobuf' : 'http/json';
+/** An OTLP/HTTP receiver on a free port, decoding what it gets in `protocol`. */
+async function otlpReceiver(t: Test, protocol: 'http/json' | 'http/protobuf') {
   const spans: ExportedSpan[] = [];
   const exports: { path: string; contentType: string }[] = [];
   const receiver = createServer((request, response) => {
@@ -157,14 +157,24 @@ t.test('a cache-missing read by id is one server span continuing the caller, wit
   await once(receiver, 'listening');
   t.teardown(() => receiver.close());
   const { port } = receiver.address() as { port: number };
+  return { spans, exports, endpoint: `http://127.0.0.1:${port}` };
+}
+
+/** The proxy the services below trust (TRUST_PROXY=loopback) passing a request on: a client's traceparent counts only then. */
+const THROUGH_PROXY = { 'x-forwarded-for': '203.0.113.7' };
+
+t.test('a cache-missing read by id is one server span continuing the caller, with SQL and Redis spans inside', async (t) => {
+  const protocol = backend === 'postgres' ? 'http/protobuf' : 'http/json';
+  const { spans, exports, endpoint } = await otlpReceiver(t, protocol);
 
   const mailbox = await smtpCapture(t);
   const env = {
     ...(await testEnv(t)),
     SMTP_URL: mailbox.url,
     LOG_LEVEL: 'info',
-    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+    OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
     OTEL_BSP_SCHEDULE_DELAY: '50',
+    TRUST_PROXY: 'loopback',
     ...(protocol === 'http/json' && { OTEL_EXPORTER_OTLP_PROTOCOL: protocol }),
   };
   const service = await startService(t, env);
@@ -175,7 +185,12 @@ t.test('a cache-missing read by id is one server span continuing the caller, wit
   const createTraceId = randomBytes(16).toString('hex');
   const created = await fetch(`${service.url}/api/contacts/`, {
     method: 'POST',
-    headers: { ...auth, 'content-type': 'application/json', traceparent: `00-${createTraceId}-${randomBytes(8).toString('hex')}-01` },
+    headers: {
+      ...auth,
+      ...THROUGH_PROXY,
+      'content-type': 'application/json',
+      traceparent: `00-${createTraceId}-${randomBytes(8).toString('hex')}-01`,
+    },
     body: JSON.stringify({ first_name: 'Traced', last_name: 'Person', email, phone: '+14155550123', birthday: '1990-04-01' }),
   });
   t.equal(created.status, 201);
@@ -185,7 +200,7 @@ t.test('a cache-missing read by id is one server span continuing the caller, wit
   const callerSpanId = randomBytes(8).toString('hex');
   const requestId = `trace-test:${randomBytes(4).toString('hex')}`;
   const read = await fetch(`${service.url}/api/contacts/${id}`, {
-    headers: { ...auth, traceparent: `00-${traceId}-${callerSpanId}-01`, 'x-request-id': requestId },
+    headers: { ...auth, ...THROUGH_PROXY, traceparent: `00-${traceId}-${callerSpanId}-01`, 'x-request-id': requestId },
   });
   t.equal(read.status, 200);
   t.equal(read.headers.get('x-cache'), 'MISS', 'the read missed the cache, so it went to the database');
@@ -247,5 +262,43 @@ t.test('a cache-missing read by id is one server span continuing the caller, wit
   t.ok(
     traced.every((line) => line.trace_id === traceId && typeof line.span_id === 'string'),
     'with its trace_id and a span_id',
+  );
+});
+
+t.test("a client's own sampled traceparent neither forces tracing nor names the trace; a trusted proxy's does", async (t) => {
+  const protocol = backend === 'postgres' ? 'http/protobuf' : 'http/json';
+  const { spans, endpoint } = await otlpReceiver(t, protocol);
+  const env = {
+    ...(await testEnv(t)),
+    OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+    OTEL_BSP_SCHEDULE_DELAY: '50',
+    TRUST_PROXY: 'loopback',
+    // No request is sampled unless a parent says so.
+    OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+    OTEL_TRACES_SAMPLER_ARG: '0',
+    ...(protocol === 'http/json' && { OTEL_EXPORTER_OTLP_PROTOCOL: protocol }),
+  };
+  const service = await startService(t, env);
+  const traceparent = () => {
+    const traceId = randomBytes(16).toString('hex');
+    return { traceId, spanId: randomBytes(8).toString('hex'), header: (id: string, span: string) => `00-${id}-${span}-01` };
+  };
+  const direct = traceparent();
+  // Sent straight from a client (the socket's address is trusted, but nothing was forwarded), then through the proxy.
+  const first = await fetch(`${service.url}/healthz`, { headers: { traceparent: direct.header(direct.traceId, direct.spanId) } });
+  t.equal(first.status, 200);
+  const proxied = traceparent();
+  const second = await fetch(`${service.url}/healthz`, {
+    headers: { ...THROUGH_PROXY, traceparent: proxied.header(proxied.traceId, proxied.spanId) },
+  });
+  t.equal(second.status, 200);
+  // Spans are exported in the order they end, so once the second request's has come, the first's would have.
+  const proxiedSpan = () => spans.find((span) => span.traceId === proxied.traceId && span.kind === SPAN_KIND_SERVER);
+  for (let waited = 0; !proxiedSpan() && waited < 10_000; waited += 50) await sleep(50);
+  t.equal(proxiedSpan()?.parentSpanId, proxied.spanId, "the trusted proxy's traceparent is continued");
+  t.same(
+    spans.filter((span) => span.traceId !== proxied.traceId),
+    [],
+    "the client's own sampled traceparent was not followed: at ratio 0 nothing else was traced",
   );
 });
