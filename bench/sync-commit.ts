@@ -165,24 +165,34 @@ async function syncCommit(): Promise<void> {
   const round = async (mode: 'sync' | 'async') => {
     await setMode(mode);
     const result = await autocannon({
-      url: `${service.url}/api/contacts/`,
-      method: 'POST',
+      url: service.url,
       connections,
       duration,
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       requests: [
         {
+          method: 'POST',
+          path: '/api/contacts/',
           setupRequest: (request: autocannon.Request) => {
             const n = created++;
             return {
               ...request,
-              body: JSON.stringify({ first_name: 'Bench', last_name: `Sync${n}`, email: `sync-${n}@example.com`, phone: '+14155550123' }),
+              body: JSON.stringify({
+                first_name: 'Bench',
+                last_name: `Sync${n}`,
+                email: `sync-${n}@example.com`,
+                phone: '+14155550123',
+                birthday: '1990-05-17',
+              }),
             };
           },
         },
       ],
     });
-    if (result.non2xx > 0 || result.errors > 0) throw new Error(`${mode}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+    if (result.non2xx > 0 || result.errors > 0)
+      throw new Error(
+        `${mode}: ${result.non2xx} non-2xx (${Object.keys(result.statusCodeStats ?? {}).join(', ')}), ${result.errors} errors`,
+      );
     return { mode, reqPerSec: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, load: loadAverage() };
   };
 
