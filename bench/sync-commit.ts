@@ -289,6 +289,8 @@ async function backupAndRestore(): Promise<void> {
     db.url('postgres'),
     `select to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || '+00' as at`,
   );
+  // Recovery stops at the first commit after the target: without one it would end short of it, and PostgreSQL refuses that.
+  await query(db.url('postgres'), 'create table after_target ()');
   // The target's WAL segment archived, as the runbook's restore needs.
   await pgbackrest('check');
   await asPostgres(db.dir, path.join(BIN!, 'pg_ctl'), ['-D', db.data, '-m', 'fast', '-w', 'stop']);
