@@ -285,6 +285,8 @@ async function backupAndRestore(): Promise<void> {
     backup: { info: { size: number; repository: { size: number } } }[];
   }[];
   const backupInfo = info[0]!.backup.at(-1)!.info;
+  // pgBackRest picks a backup that stopped before the target, comparing whole seconds.
+  await sleep(2_000);
   const [targetRow] = await query<{ at: string }>(
     db.url('postgres'),
     `select to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || '+00' as at`,
