@@ -4,7 +4,7 @@
  * (pg_basebackup -R), fsync on as in production, the service (src/server.ts) on the primary, and
  * autocannon creating contacts; rounds alternate between `synchronous_standby_names` naming the
  * standby (sync) and empty (async), switched with ALTER SYSTEM and checked in pg_stat_replication
- * before each round. Prints each round and the median of the per-round async/sync pairs' ratios.
+ * before each round. Prints each round and the median of the per-round sync/async ratios of creates/s.
  *
  * `npm run bench:sync-commit -- --backup`: backup and restore of 1,000,000 contacts instead. A
  * private PostgreSQL archiving its WAL to a pgBackRest repository of its own (the settings of
