@@ -594,5 +594,11 @@ t.test('a frontier is never above one past the owner’s latest change, so a pro
   );
   const quiet = await page(call, full.next_token);
   t.ok(BigInt(sinceOf(quiet.next_token)) <= latest + 1n, 'and the round after it stays there while the book is quiet');
-  t.strictSame(quiet.contacts, [], 'with nothing new');
+  // Nothing new; the contact again only while a transaction older than it (another test's, on the
+  // shared server) holds the frontier below it.
+  t.same(
+    quiet.contacts.filter((c) => c.id !== mine!.id),
+    [],
+    'with nothing new',
+  );
 });

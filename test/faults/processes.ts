@@ -264,6 +264,8 @@ export function serviceEnv(
     RATE_LIMIT_ME_PER_MIN: '1000000',
     RATE_LIMIT_PASSWORD_PER_MIN: '1000000',
     PASSWORD_QUEUE_PER_CLIENT: '64',
+    DB_USER_CONNECTIONS: '10',
+    DB_USER_WAITING: '1000',
     ...extra,
   };
 }

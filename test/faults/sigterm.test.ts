@@ -40,7 +40,11 @@ interface Setup {
 async function setUp(t: Test, name: string, env: Record<string, string> = {}): Promise<Setup> {
   const db = await privatePostgres(t);
   const mailbox = await smtpCapture(t);
-  const service = await startService(t, serviceEnv(db.url, mailbox.url, await scratchDir(t), { LOG_LEVEL: 'info', ...env }));
+  // The creates blocked on the locker's rows wait past the default statement timeout on a loaded machine.
+  const service = await startService(
+    t,
+    serviceEnv(db.url, mailbox.url, await scratchDir(t), { LOG_LEVEL: 'info', DB_STATEMENT_TIMEOUT_MS: '120000', ...env }),
+  );
   const token = await signUp(service.url, mailbox, name);
   const me = (await (await fetch(`${service.url}/api/users/me`, { headers: { authorization: `Bearer ${token}` } })).json()) as {
     id: number;
