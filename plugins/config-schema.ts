@@ -401,6 +401,14 @@ export const variables = {
     default: 100_000,
     description: 'Contacts one user may have; a create past it is 409 (507 over CardDAV), an import that would pass it creates nothing.',
   },
+  CARDS_MAX_BYTES_PER_USER: {
+    type: 'integer',
+    minimum: 1024,
+    maximum: 1_099_511_627_776,
+    default: 268_435_456,
+    description:
+      'Octets of card text one user may store over CardDAV (the cards as their clients sent them); a card PUT that would pass it is 507 with `DAV:quota-not-exceeded`.',
+  },
   IDEMPOTENCY_KEY_HOURS: {
     type: 'integer',
     minimum: 24,

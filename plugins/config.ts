@@ -82,6 +82,8 @@ export interface AppConfig {
   exportSendTimeoutMs: number;
   /** Contacts one user may have; a create past it is refused (409, or 507 over CardDAV). */
   contactsMaxPerUser: number;
+  /** Octets of card text one user may store; a card PUT past it is 507. */
+  cardsMaxBytesPerUser: number;
   /** Hours the answer of a write sent with an Idempotency-Key is sent again for the same key and request. */
   idempotencyKeyHours: number;
   /** Idempotency keys one user holds; past it the oldest are forgotten. */
@@ -364,6 +366,7 @@ export async function loadConfig(env: Env = process.env): Promise<AppConfig> {
     exportSpoolMaxBytes: values.EXPORT_SPOOL_MAX_BYTES,
     exportSendTimeoutMs: values.EXPORT_SEND_TIMEOUT_MS,
     contactsMaxPerUser: values.CONTACTS_MAX_PER_USER,
+    cardsMaxBytesPerUser: values.CARDS_MAX_BYTES_PER_USER,
     idempotencyKeyHours: values.IDEMPOTENCY_KEY_HOURS,
     idempotencyKeysPerUser: values.IDEMPOTENCY_KEYS_PER_USER,
     idempotencyUserBytes: values.IDEMPOTENCY_USER_BYTES,

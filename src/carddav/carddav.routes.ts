@@ -6,6 +6,7 @@ import { namesTag } from '../../plugins/http/conditional.js';
 import { Unauthorized } from '../../plugins/http/errors.js';
 import { bookSyncToken, cardChanges, SyncLimitTooLow, SyncTokenRefused } from '../contacts/card-sync.service.js';
 import {
+  CardQuotaExceeded,
   CardRefused,
   CardWriteRefused,
   checkPutPreconditions,
@@ -684,7 +685,9 @@ async function putCardRoute({ app, request, reply, userId }: DavContext, name: s
     }
     if (error instanceof CardRefused) throw new DavError(403, error.message, { ns: CARDDAV, name: error.precondition });
     // RFC 4331 §6: a quota is DAV:quota-not-exceeded with 507.
-    if (error instanceof ContactQuotaExceeded) throw new DavError(507, error.message, { ns: DAV, name: 'quota-not-exceeded' });
+    if (error instanceof ContactQuotaExceeded || error instanceof CardQuotaExceeded) {
+      throw new DavError(507, error.message, { ns: DAV, name: 'quota-not-exceeded' });
+    }
     throw error;
   }
 }

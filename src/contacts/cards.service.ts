@@ -194,6 +194,31 @@ function fieldsOf(read: ReadCard, held: Map<string, number>, selfId: number | nu
   return { ...fields, email };
 }
 
+/**
+ * A card PUT that would take the owner's stored card text past CARDS_MAX_BYTES_PER_USER: 507 with
+ * DAV:quota-not-exceeded (RFC 4331 §6). Nothing was written.
+ */
+export class CardQuotaExceeded extends Error {}
+
+/**
+ * Refuses a write that replaces `oldOctets` of the owner's card text with `newOctets` when the
+ * owner would then store more than `max`. A write that does not grow the text always passes, so a
+ * card can be made smaller (or deleted) even past a lowered quota. The check reads before the
+ * write: the owner's PUTs in flight at once may pass it together, each by one card at most
+ * (docs/limits.md).
+ */
+async function checkCardQuota(deps: ContactsDeps, ownerId: number, oldOctets: number, newOctets: number): Promise<void> {
+  const growth = newOctets - oldOctets;
+  if (growth <= 0) return;
+  const max = deps.config.cardsMaxBytesPerUser;
+  const used = await repository.storedCardOctets(deps.db, ownerId);
+  if (used + growth > max) {
+    throw new CardQuotaExceeded(
+      `Card storage limit reached: a user may store at most ${max} octets of cards, and ${used} are stored; this card needs ${growth} more`,
+    );
+  }
+}
+
 /** A write of a stored card found by a unique index to collide: which one. */
 async function attempt<T>(write: () => Promise<T>): Promise<T | 'retry' | 'uid'> {
   try {
@@ -244,6 +269,7 @@ export async function putCard(
     if (currentUid !== null && currentUid !== read.uid) throw new CardWriteRefused('uid-conflict', name);
     const holder = holders.find((candidate) => candidate.id !== row?.id);
     if (holder) throw new CardWriteRefused('uid-conflict', nameOf(holder));
+    await checkCardQuota(deps, ownerId, row?.card ? Buffer.byteLength(row.card) : 0, Buffer.byteLength(text));
     const fields = fieldsOf(read, held, row?.id ?? null);
     const outcome = await attempt(async () => {
       if (existing) {

@@ -659,6 +659,16 @@ export async function listCardIds(db: Kysely<Database>, ownerId: number, afterId
   return rows.map((row) => row.id);
 }
 
+/** Octets of card text the owner stores, as the counting triggers keep them (migration 032): a rendered card counts none. */
+export async function storedCardOctets(db: Kysely<Database>, ownerId: number): Promise<number> {
+  const { octets } = await db
+    .selectFrom('contact_counts')
+    .select(sql<string>`coalesce(sum(card_octets), 0)`.as('octets'))
+    .where('owner_id', '=', ownerId)
+    .executeTakeFirstOrThrow();
+  return Number(octets);
+}
+
 /** A rendered card's octets beyond its `additional_data`: names, e-mail, phone, birthday, UID and framing. */
 const RENDERED_CARD_OCTETS = 1024;
 

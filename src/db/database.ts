@@ -83,6 +83,8 @@ interface ContactCountsTable {
   owner_id: ColumnType<number, never, never>;
   shard: ColumnType<number, never, never>;
   contacts: ColumnType<number, never, never>;
+  /** Octets of the card text (`card`) counted in this row (migration 032); bigint, read as a string. */
+  card_octets: ColumnType<string, never, never>;
 }
 
 /** Owners whose contacts the search grams hold (migration 018); ready once every contact of theirs is marked. */

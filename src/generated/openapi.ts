@@ -468,6 +468,10 @@ export type paths = {
          *     count is exact: one user's creates are counted one after another, so concurrent creates
          *     never take the user past it.
          *
+         *     The vCards CardDAV clients store are bounded apart, by 256 MiB of card text per user
+         *     (`CARDS_MAX_BYTES_PER_USER`, see "CardDAV" above); a contact created here stores no card
+         *     text and never meets that quota.
+         *
          *     With `Idempotency-Key`, a retry gets the 201 of the first create again (`Idempotent-Replayed:
          *     true`, the same body, `Location` and `ETag`) and creates nothing; see "Idempotent retries"
          *     above. The key, its request and the 201 are stored in the insert's own transaction.

@@ -47,6 +47,7 @@ t.test('defaults', async (t) => {
     exportSpoolMaxBytes: 4_294_967_296,
     exportSendTimeoutMs: 30_000,
     contactsMaxPerUser: 100_000,
+    cardsMaxBytesPerUser: 268_435_456,
     shutdownTimeoutMs: 10_000,
     passwordHash: 'bcrypt',
     argon2MemoryKib: 19_456,

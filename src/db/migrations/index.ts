@@ -22,6 +22,7 @@ import * as oneInsertTrigger from './023-one-insert-trigger.js';
 import * as resetTokenId from './025-reset-token-id.js';
 import * as idempotencyKeys from './026-idempotency-keys.js';
 import * as bookProperties from './031-book-properties.js';
+import * as cardOctets from './032-card-octets.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -48,4 +49,5 @@ export const migrations: Record<string, AppMigration> = {
   '025-reset-token-id': resetTokenId,
   '026-idempotency-keys': idempotencyKeys,
   '031-book-properties': bookProperties,
+  '032-card-octets': cardOctets,
 };
