@@ -130,11 +130,7 @@ export async function forgetOldest(db: Kysely<Database>, ownerId: number, maxKey
                    limit 1)`.execute(db);
 }
 
-/** Deletes at most `limit` keys stored at or before `expiredBy`, oldest first. */
-export async function purgeExpired(db: Kysely<Database>, expiredBy: Date, limit: number): Promise<void> {
-  await sql`
-    delete from idempotency_keys
-     where (owner_id, id) in (select owner_id, id from idempotency_keys where created_at <= ${expiredBy} order by created_at limit ${limit})`.execute(
-    db,
-  );
+/** Deletes the owner's keys stored at or before `expiredBy` (at most IDEMPOTENCY_KEYS_PER_USER of them). */
+export async function forgetExpired(db: Kysely<Database>, ownerId: number, expiredBy: Date): Promise<void> {
+  await db.deleteFrom('idempotency_keys').where('owner_id', '=', ownerId).where('created_at', '<=', expiredBy).execute();
 }

@@ -29,8 +29,6 @@ const HOUR_MS = 3_600_000;
  */
 const HOUSEKEEPING_EVERY = 64;
 const LARGE_ANSWER_BYTES = 64 * 1024;
-/** Expired keys deleted per pass: many times what 64 writes store, so the purge keeps up with any load. */
-const PURGE_BATCH = 1000;
 
 /** A write sent with an Idempotency-Key: the owner, the operation, the key and the hash of the request. */
 export interface KeyedRequest<K extends OperationId> {
@@ -165,13 +163,14 @@ export async function writeOnce<K extends OperationId>(
 
 /**
  * The owner's keys back within IDEMPOTENCY_KEYS_PER_USER and IDEMPOTENCY_USER_BYTES (the oldest
- * forgotten first), and a batch of expired keys of anyone purged. After the commit, so a failure
+ * forgotten first), and the owner's expired keys purged: only the owner's, so the statement runs on
+ * one shard on Citus (an expired key is never answered, and a user's keys are bounded). After the commit, so a failure
  * here costs only the bounds' timeliness, never the write's answer.
  */
 async function housekeeping(deps: IdempotencyDeps, ownerId: number, expired: Date): Promise<void> {
   try {
     await repository.forgetOldest(deps.db, ownerId, deps.config.idempotencyKeysPerUser, deps.config.idempotencyUserBytes);
-    await repository.purgeExpired(deps.db, expired, PURGE_BATCH);
+    await repository.forgetExpired(deps.db, ownerId, expired);
   } catch (error) {
     deps.log.warn({ err: error }, 'Idempotency-Key housekeeping failed; the next pass tries again');
   }
