@@ -67,7 +67,7 @@ t.test('a REST and a CardDAV session: every statement runs on one shard', { skip
   // Migrate first (distributing the tables runs on every shard), then refuse multi-shard statements.
   const migrator = await buildApp({ config: await loadConfig(env) });
   await migrator.ready();
-  const database = new URL(env.DATABASE_URL!).pathname.slice(1);
+  const database = new URL((env as Record<string, string>).DATABASE_URL!).pathname.slice(1);
   await sql`alter database ${sql.id(database)} set citus.multi_task_query_log_level = 'error'`.execute(migrator.db);
   await migrator.close();
   const app: FastifyInstance = await build(t, { env });
@@ -108,6 +108,7 @@ t.test('a REST and a CardDAV session: every statement runs on one shard', { skip
         first_name: first,
         last_name: last,
         email: `${first!.toLowerCase()}@example.com`,
+        phone: '+14155550123',
         birthday: '1990-12-10',
       }),
       201,
@@ -117,7 +118,13 @@ t.test('a REST and a CardDAV session: every statement runs on one shard', { skip
   }
   expect(
     t,
-    await call('POST', '/api/contacts/', { first_name: 'Ada', last_name: 'Again', email: 'ADA@example.com', phone: '+14155550123' }),
+    await call('POST', '/api/contacts/', {
+      first_name: 'Ada',
+      last_name: 'Again',
+      email: 'ADA@example.com',
+      phone: '+14155550123',
+      birthday: '1990-01-01',
+    }),
     409,
     'a taken e-mail is 409',
   );
@@ -126,7 +133,7 @@ t.test('a REST and a CardDAV session: every statement runs on one shard', { skip
   expect(t, await call('GET', '/api/contacts/?query=last_name:eq:Turing'), 200, 'filter');
   expect(t, await call('GET', '/api/contacts/?query=first_name:contains:rac'), 200, 'search');
   expect(t, await call('PATCH', `/api/contacts/${ids[1]}`, { phone: '+14155550199' }), 200, 'patch');
-  expect(t, await call('DELETE', `/api/contacts/${ids[2]}`), 204, 'delete');
+  expect(t, await call('DELETE', `/api/contacts/${ids[2]}`), 200, 'delete');
   expect(t, await call('GET', '/api/contacts/get-upcoming-birthday'), 200, 'upcoming birthdays');
   const delta = expect(t, await call('GET', `/api/contacts/sync?token=${encodeURIComponent(before.next_token)}`), 200, 'delta sync');
   t.same(delta.json<{ deleted: number[] }>().deleted, [ids[2]], 'the delta has the delete');
