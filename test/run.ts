@@ -134,13 +134,14 @@ async function runTap(
   backend: Backend,
   files: string[],
   extraEnv: NodeJS.ProcessEnv = {},
+  extraArgs: string[] = [],
 ): Promise<{ tap: string; code: number | string }> {
   const out = `${root}.tap/backend-${backend}.tap`;
   mkdirSync(`${root}.tap`, { recursive: true });
   rmSync(out, { force: true });
   const args = tee ? ['--reporter=tap'] : [...(userReporter ? [] : ['--reporter=base']), `--output-file=${out}`];
   const skipFaults = process.env.TEST_SKIP_PROCESS_FAULTS === '1' ? PROCESS_FAULT_FOLDERS.map((f) => `--exclude=${f}/**`) : [];
-  const child = spawn(process.execPath, [tapBin, ...args, ...skipFaults, ...tapOptions, ...files], {
+  const child = spawn(process.execPath, [tapBin, ...args, ...skipFaults, ...extraArgs, ...tapOptions, ...files], {
     cwd: root,
     env: { ...envFor(backend), ...extraEnv },
     stdio: ['inherit', tee ? 'pipe' : 'inherit', 'inherit'],
@@ -206,7 +207,9 @@ async function runBackend(backend: Backend): Promise<{ tap: string; code: number
   if (missing) return { skipped: missing };
   const cluster = startCitus();
   try {
-    return await runTap(backend, files, { TEST_CITUS_NODES: cluster.nodes.join(',') });
+    // A database on Citus is three CREATE DATABASEs, the extension and the distributed tables: a file
+    // that builds a dozen apps (test/auth/login.test.ts) needs more than .taprc's 120 s.
+    return await runTap(backend, files, { TEST_CITUS_NODES: cluster.nodes.join(',') }, ['--timeout=600']);
   } finally {
     cluster.destroy();
   }
