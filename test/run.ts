@@ -179,8 +179,8 @@ const citusScript = path.join(root, 'scripts/citus-cluster.sh');
 /** Starts the throwaway cluster; returns the nodes' admin URLs (coordinator first) and how to destroy it. */
 function startCitus(): { nodes: string[]; destroy(): void } {
   const clusterRoot = mkdtempSync(path.join(tmpdir(), 'contacts-citus-'));
-  // Fewer shards than Citus's 32 make each test file's migrations (which distribute the tables) quicker.
-  const env = { ...process.env, ROOT: clusterRoot, CITUS_SHARD_COUNT: '8' };
+  // Fewer shards than Citus's 32 (two a worker) make each test file's migrations (which distribute the tables) quicker.
+  const env = { ...process.env, ROOT: clusterRoot, CITUS_SHARD_COUNT: '4' };
   const destroy = () => {
     execFileSync('bash', [citusScript, 'destroy'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
   };
