@@ -205,7 +205,14 @@ async function runBackend(backend: Backend): Promise<{ tap: string; code: number
   if (files.length === 0) return null;
   const missing = citusMissing();
   if (missing) return { skipped: missing };
-  const cluster = startCitus();
+  let cluster: ReturnType<typeof startCitus>;
+  try {
+    cluster = startCitus();
+  } catch (error) {
+    // Counted as a failure: the tap text below has one failing point for the tally to read.
+    console.error(`citus: the cluster did not start: ${String(error)}`);
+    return { tap: 'TAP version 14\nnot ok 1 - the Citus cluster did not start (scripts/citus-cluster.sh start)\n1..1\n', code: 1 };
+  }
   try {
     // A database on Citus is three CREATE DATABASEs, the extension and the distributed tables: a file
     // that builds a dozen apps (test/auth/login.test.ts) needs more than .taprc's 120 s.
