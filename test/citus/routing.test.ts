@@ -22,8 +22,8 @@ const COLOCATED_WITH_USERS: Record<string, string> = {
   tombstone_horizons: 'owner_id',
   address_books: 'owner_id',
   large_owners: 'owner_id',
-  app_passwords: 'owner_id',
-  avatars: 'owner_id',
+  app_passwords: 'user_id',
+  avatars: 'user_id',
   idempotency_keys: 'owner_id',
   book_properties: 'owner_id',
 };
