@@ -33,8 +33,8 @@ run: build ## run the service as production does (embedded database unless DATAB
 dev: install ## run from source, restarting on every change, with readable logs
 	npm run dev
 
-# BACKEND=postgres (or embedded) runs it on that backend alone.
-test: install ## the whole test suite, on PostgreSQL + Redis and on the embedded default
+# BACKEND=postgres (or embedded, or citus) runs it on that backend alone.
+test: install ## the whole test suite, on PostgreSQL + Redis, on the embedded default and on Citus (where installed)
 	npm test $(if $(BACKEND),-- --backend $(BACKEND))
 
 check: install ## codegen and configuration-docs drift, formatting, types, lint, OpenAPI lint, container files

@@ -1,7 +1,8 @@
 /**
  * Test harness: `build(t)` gives each test file its own app over a fresh database on the backend
- * chosen by TEST_BACKEND: `postgres` (real PostgreSQL and Redis on this machine) or `embedded`
- * (PGlite copied from a migrated template, in-process cache).
+ * chosen by TEST_BACKEND: `postgres` (real PostgreSQL and Redis on this machine), `embedded`
+ * (PGlite copied from a migrated template, in-process cache) or `citus` (a Citus coordinator and
+ * two workers that test/run.ts starts with scripts/citus-cluster.sh, and the real Redis).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
@@ -21,8 +22,13 @@ import type { Database } from '../src/db/database.js';
 import { migrations } from '../src/db/migrations/index.js';
 import { checkResponsesAgainstSpec } from './spec-validator.js';
 
-export type Backend = 'postgres' | 'embedded';
-export const backend: Backend = process.env.TEST_BACKEND === 'embedded' ? 'embedded' : 'postgres';
+export type Backend = 'postgres' | 'embedded' | 'citus';
+export const backend: Backend =
+  process.env.TEST_BACKEND === 'embedded' ? 'embedded' : process.env.TEST_BACKEND === 'citus' ? 'citus' : 'postgres';
+/** The Citus nodes' admin URLs, coordinator first (test/run.ts sets TEST_CITUS_NODES for the citus pass). */
+export const CITUS_NODES = (process.env.TEST_CITUS_NODES ?? '').split(',').filter(Boolean);
+/** Why a test that needs the Citus cluster is skipped on this backend, or false on citus. */
+export const onlyOnCitus = backend !== 'citus' && 'needs a Citus cluster: npm test -- --backend citus';
 
 export const POSTGRES_ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -37,20 +43,40 @@ export interface Teardown {
 
 const uniqueName = () => `t${Date.now().toString(36)}${randomBytes(4).toString('hex')}`;
 
-/** A new, empty PostgreSQL database for one test file, dropped at teardown. */
+async function onNode(url: string, database: string, statements: string[]): Promise<void> {
+  const at = new URL(url);
+  at.pathname = `/${database}`;
+  const client = new pg.Client({ connectionString: at.toString() });
+  await client.connect();
+  try {
+    for (const statement of statements) await client.query(statement);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * A new, empty PostgreSQL database for one test file, dropped at teardown. On citus it is made on
+ * every node (Citus does not propagate CREATE DATABASE) with the extension, and the coordinator
+ * knows both workers, so the migrations distribute the tables.
+ */
 async function freshPostgresDatabase(t: Teardown): Promise<string> {
   const name = `contacts_test_${uniqueName()}`;
-  const admin = new pg.Client({ connectionString: POSTGRES_ADMIN_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
+  const nodes = backend === 'citus' ? CITUS_NODES : [POSTGRES_ADMIN_URL];
+  if (nodes.length === 0) throw new Error('TEST_CITUS_NODES is not set: run the citus backend through test/run.ts');
   t.teardown(async () => {
-    const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL });
-    await client.connect();
-    await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await client.end();
+    for (const node of nodes) await onNode(node, 'postgres', [`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`]);
   });
-  const url = new URL(POSTGRES_ADMIN_URL);
+  for (const node of nodes) await onNode(node, 'postgres', [`CREATE DATABASE ${name}`]);
+  if (backend === 'citus') {
+    for (const node of nodes) await onNode(node, name, ['CREATE EXTENSION citus']);
+    const [coordinator, ...workers] = nodes.map((node) => new URL(node));
+    await onNode(nodes[0]!, name, [
+      `SELECT citus_set_coordinator_host('${coordinator!.hostname}', ${coordinator!.port})`,
+      ...workers.map((worker) => `SELECT citus_add_node('${worker.hostname}', ${worker.port})`),
+    ]);
+  }
+  const url = new URL(nodes[0]!);
   url.pathname = `/${name}`;
   return url.toString();
 }
@@ -80,7 +106,7 @@ async function embeddedTemplate(): Promise<string> {
 
 /** A database of its own with no tables on the current backend, for tests of the migrations themselves. */
 export async function emptyDatabase(t: Teardown): Promise<Kysely<Database>> {
-  if (backend === 'postgres') return openDatabase<Database>(await freshPostgresDatabase(t), '');
+  if (backend !== 'embedded') return openDatabase<Database>(await freshPostgresDatabase(t), '');
   const dir = await mkdtemp(path.join(tmpdir(), 'contacts-empty-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   return openDatabase<Database>(null, path.join(dir, 'pgdata'));
@@ -137,7 +163,7 @@ export async function testEnv(t: Teardown): Promise<Record<string, string>> {
     DATA_DIR: dataDir,
     PUBLIC_BASE_URL: 'http://contacts.test',
   };
-  if (backend === 'postgres') {
+  if (backend !== 'embedded') {
     env.DATABASE_URL = await freshPostgresDatabase(t);
     env.REDIS_URL = REDIS_URL;
     env.REDIS_KEY_PREFIX = `test:${uniqueName()}:`;

@@ -1,23 +1,51 @@
 /**
- * The single test command (`npm test`): runs the whole tap suite once per storage backend and
- * ends with one line, `N passed, N failed, N skipped`, summed over both runs. The counts are
- * leaf assertions (t.ok, t.equal, ...), not subtests or files.
+ * The single test command (`npm test`): runs the tap suite once per storage backend and ends with
+ * one line, `N passed, N failed, N skipped`, summed over the runs. The counts are leaf assertions
+ * (t.ok, t.equal, ...), not subtests or files.
  *
- *   npm test                                  both backends, postgres first
+ *   npm test                                  every backend: postgres, embedded, then citus
  *   npm test -- test/auth/login.test.ts       any other argument goes to tap
  *   npm test -- --backend embedded            one backend only
+ *
+ * The citus pass runs CITUS_FILES (the contacts, sync, CardDAV and account tests, and test/citus/)
+ * against a Citus coordinator and two workers that it starts with scripts/citus-cluster.sh and
+ * destroys at the end. It needs Citus installed for this machine's PostgreSQL
+ * (`$(pg_config --pkglibdir)/citus.so`); without it the pass is skipped, and counted as one
+ * skip, unless CITUS_REQUIRED=1 (set by .ci/run when it installed Citus), which makes it a failure.
+ * Given test files, the citus pass runs those of them that are in its list (all of them with
+ * `--backend citus`).
+ *
+ * TEST_SKIP_PROCESS_FAULTS=1 leaves out test/faults/ and test/scale/ (failover, restore drill, Redis
+ * Cluster, read replicas, SIGTERM, restarts: processes started and killed), which .ci/run runs once,
+ * on the target Node, and not again on the floor Node.
  */
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Parser, type Result } from 'tap-parser';
 
-const BACKENDS = ['postgres', 'embedded'] as const;
+const BACKENDS = ['postgres', 'embedded', 'citus'] as const;
 type Backend = (typeof BACKENDS)[number];
 type Tally = { pass: number; fail: number; skip: number };
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const tapBin = fileURLToPath(new URL('../node_modules/tap/dist/esm/run.mjs', import.meta.url));
+
+/** What the citus pass runs: what a sharded deployment must keep, in a few minutes. */
+const CITUS_FILES = [
+  ...['crud', 'sync', 'list', 'filter', 'quota', 'contact-counts', 'transfer', 'conditional'].map((f) => `test/contacts/${f}.test.ts`),
+  ...['cards', 'reports', 'races', 'auth', 'card-quota', 'real-clients'].map((f) => `test/carddav/${f}.test.ts`),
+  'test/users/account.test.ts',
+  'test/auth/register.test.ts',
+  'test/auth/login.test.ts',
+  ...readdirSync(path.join(root, 'test/citus'))
+    .filter((f) => f.endsWith('.test.ts'))
+    .sort()
+    .map((f) => `test/citus/${f}`),
+];
+const PROCESS_FAULT_FOLDERS = ['test/faults', 'test/scale'];
 
 let only: string | undefined;
 const tapArgs: string[] = [];
@@ -37,11 +65,17 @@ if (only !== undefined && !(BACKENDS as readonly string[]).includes(only)) {
 // raw TAP, teed from tap's stdout, because `base` redraws a live box on a non-TTY and, with
 // CI=true and --output-file, loses its final summary.
 const userReporter = tapArgs.some((a) => /^(-R|--reporter\b)/.test(a));
+const isFile = (a: string) => !a.startsWith('-') && /\.[cm]?[jt]s$/.test(a);
+const userFiles = tapArgs.filter(isFile);
+const tapOptions = tapArgs.filter((a) => !isFile(a));
 const tee = !userReporter && !process.stdout.isTTY;
 
 function envFor(backend: Backend): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, TEST_BACKEND: backend };
-  if (backend === 'postgres') {
+  if (backend === 'citus') {
+    env.REDIS_URL ??= 'redis://127.0.0.1:6379';
+    delete env.DATABASE_URL;
+  } else if (backend === 'postgres') {
     env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/postgres';
     env.REDIS_URL ??= 'redis://127.0.0.1:6379';
   } else {
@@ -96,14 +130,20 @@ function tallyTap(tap: string): { total: Tally; failedFiles: string[] } {
   return { total: tally(parser), failedFiles };
 }
 
-async function runTap(backend: Backend): Promise<{ tap: string; code: number | string }> {
+async function runTap(
+  backend: Backend,
+  files: string[],
+  extraEnv: NodeJS.ProcessEnv = {},
+  extraArgs: string[] = [],
+): Promise<{ tap: string; code: number | string }> {
   const out = `${root}.tap/backend-${backend}.tap`;
   mkdirSync(`${root}.tap`, { recursive: true });
   rmSync(out, { force: true });
   const args = tee ? ['--reporter=tap'] : [...(userReporter ? [] : ['--reporter=base']), `--output-file=${out}`];
-  const child = spawn(process.execPath, [tapBin, ...args, ...tapArgs], {
+  const skipFaults = process.env.TEST_SKIP_PROCESS_FAULTS === '1' ? PROCESS_FAULT_FOLDERS.map((f) => `--exclude=${f}/**`) : [];
+  const child = spawn(process.execPath, [tapBin, ...args, ...skipFaults, ...extraArgs, ...tapOptions, ...files], {
     cwd: root,
-    env: envFor(backend),
+    env: { ...envFor(backend), ...extraEnv },
     stdio: ['inherit', tee ? 'pipe' : 'inherit', 'inherit'],
   });
   let tap = '';
@@ -121,18 +161,94 @@ async function runTap(backend: Backend): Promise<{ tap: string; code: number | s
   return { tap, code };
 }
 
+/** Why the citus pass cannot run here, or null when Citus is installed for this machine's PostgreSQL. */
+function citusMissing(): string | null {
+  let libdir: string, version: string;
+  try {
+    libdir = execFileSync('pg_config', ['--pkglibdir'], { encoding: 'utf8' }).trim();
+    version = execFileSync('pg_config', ['--version'], { encoding: 'utf8' }).trim();
+  } catch {
+    return 'citus: skipped — PostgreSQL (pg_config) is not installed';
+  }
+  const major = /(\d+)/.exec(version)?.[1] ?? version;
+  return existsSync(path.join(libdir, 'citus.so')) ? null : `citus: skipped — Citus is not installed for PostgreSQL ${major}`;
+}
+
+const citusScript = path.join(root, 'scripts/citus-cluster.sh');
+
+/** Starts the throwaway cluster; returns the nodes' admin URLs (coordinator first) and how to destroy it. */
+function startCitus(): { nodes: string[]; destroy(): void } {
+  const clusterRoot = mkdtempSync(path.join(tmpdir(), 'contacts-citus-'));
+  // Fewer shards than Citus's 32 (two a worker) make each test file's migrations (which distribute the tables) quicker.
+  const env = { ...process.env, ROOT: clusterRoot, CITUS_SHARD_COUNT: '4' };
+  const destroy = () => {
+    execFileSync('bash', [citusScript, 'destroy'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
+  };
+  try {
+    execFileSync('bash', [citusScript, 'start'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
+  } catch (error) {
+    destroy();
+    throw error;
+  }
+  const ports = execFileSync('bash', [citusScript, 'ports'], { env, encoding: 'utf8' }).trim().split(/\s+/);
+  return { nodes: ports.map((port) => `postgres://postgres@127.0.0.1:${port}/postgres`), destroy };
+}
+
+async function runBackend(backend: Backend): Promise<{ tap: string; code: number | string } | { skipped: string } | null> {
+  if (backend !== 'citus') return runTap(backend, userFiles);
+  const files =
+    only === 'citus' && userFiles.length > 0
+      ? userFiles
+      : userFiles.length > 0
+        ? userFiles.filter((f) => CITUS_FILES.includes(path.normalize(f)))
+        : CITUS_FILES;
+  if (files.length === 0) return null;
+  const missing = citusMissing();
+  if (missing) return { skipped: missing };
+  let cluster: ReturnType<typeof startCitus>;
+  try {
+    cluster = startCitus();
+  } catch (error) {
+    // Counted as a failure: the tap text below has one failing point for the tally to read.
+    console.error(`citus: the cluster did not start: ${String(error)}`);
+    return { tap: 'TAP version 14\nnot ok 1 - the Citus cluster did not start (scripts/citus-cluster.sh start)\n1..1\n', code: 1 };
+  }
+  try {
+    // A database on Citus is three CREATE DATABASEs, the extension and the distributed tables: a file
+    // that builds a dozen apps (test/auth/login.test.ts) needs more than .taprc's 120 s.
+    return await runTap(backend, files, { TEST_CITUS_NODES: cluster.nodes.join(',') }, ['--timeout=600']);
+  } finally {
+    cluster.destroy();
+  }
+}
+
 const sum: Tally = { pass: 0, fail: 0, skip: 0 };
 const lines: string[] = [];
 for (const backend of BACKENDS.filter((b) => !only || b === only)) {
+  const started = Date.now();
   console.log(`\n=== tap run: TEST_BACKEND=${backend}, node ${process.version} ===\n`);
-  const { tap, code } = await runTap(backend);
+  const run = await runBackend(backend);
+  if (run === null) {
+    console.log('citus: not run — none of the given files is in its list (test/run.ts CITUS_FILES)');
+    continue;
+  }
+  if ('skipped' in run) {
+    console.log(run.skipped);
+    const required = process.env.CITUS_REQUIRED === '1';
+    if (required) sum.fail++;
+    else sum.skip++;
+    lines.push(`[${backend}] ${run.skipped}${required ? ' (CITUS_REQUIRED=1: a failure)' : ''}`);
+    continue;
+  }
+  const { tap, code } = run;
   const { total, failedFiles } = tallyTap(tap);
   // tap failed without a failing assertion: the runner crashed, no test files matched, ...
   if (code !== 0 && total.fail === 0) total.fail = 1;
   sum.pass += total.pass;
   sum.fail += total.fail;
   sum.skip += total.skip;
-  lines.push(`[${backend}] passed ${total.pass}, failed ${total.fail}, skipped ${total.skip}; tap exit ${code}`);
+  const seconds = Math.round((Date.now() - started) / 1000);
+  lines.push(`[${backend}] passed ${total.pass}, failed ${total.fail}, skipped ${total.skip}; tap exit ${code}; ${seconds} s`);
   for (const f of failedFiles) lines.push(`[${backend}]   failed: ${f}`);
 }
 console.log(`\n${lines.join('\n')}`);
