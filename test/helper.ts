@@ -56,19 +56,21 @@ async function onNode(url: string, database: string, statements: string[]): Prom
 }
 
 /**
- * A new, empty PostgreSQL database for one test file, dropped at teardown. On citus it is made on
- * every node (Citus does not propagate CREATE DATABASE) with the extension, and the coordinator
- * knows both workers, so the migrations distribute the tables.
+ * A new PostgreSQL database for one test file, dropped at teardown: empty, or `migrated` when the
+ * backend has a migrated template. On citus it is made on every node (Citus does not propagate
+ * CREATE DATABASE): a copy of test/run.ts's migrated template, or, empty, with the extension and the
+ * coordinator knowing both workers, so the migrations distribute the tables.
  */
-async function freshPostgresDatabase(t: Teardown): Promise<string> {
+async function freshPostgresDatabase(t: Teardown, migrated = false): Promise<string> {
   const name = `contacts_test_${uniqueName()}`;
   const nodes = backend === 'citus' ? CITUS_NODES : [POSTGRES_ADMIN_URL];
   if (nodes.length === 0) throw new Error('TEST_CITUS_NODES is not set: run the citus backend through test/run.ts');
   t.teardown(async () => {
     for (const node of nodes) await onNode(node, 'postgres', [`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`]);
   });
-  for (const node of nodes) await onNode(node, 'postgres', [`CREATE DATABASE ${name}`]);
-  if (backend === 'citus') {
+  const template = backend === 'citus' && migrated ? process.env.TEST_CITUS_TEMPLATE : undefined;
+  for (const node of nodes) await onNode(node, 'postgres', [`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`]);
+  if (backend === 'citus' && !template) {
     for (const node of nodes) await onNode(node, name, ['CREATE EXTENSION citus']);
     const [coordinator, ...workers] = nodes.map((node) => new URL(node));
     await onNode(nodes[0]!, name, [
@@ -164,7 +166,7 @@ export async function testEnv(t: Teardown): Promise<Record<string, string>> {
     PUBLIC_BASE_URL: 'http://contacts.test',
   };
   if (backend !== 'embedded') {
-    env.DATABASE_URL = await freshPostgresDatabase(t);
+    env.DATABASE_URL = await freshPostgresDatabase(t, true);
     env.REDIS_URL = REDIS_URL;
     env.REDIS_KEY_PREFIX = `test:${uniqueName()}:`;
     // Two suites share this machine's two cores in CI: the production 250 ms would fail the odd command.

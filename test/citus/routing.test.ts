@@ -28,7 +28,7 @@ const COLOCATED_WITH_USERS: Record<string, string> = {
   book_properties: 'owner_id',
 };
 /** Unique across all users, so distributed by the unique value itself. */
-const BY_VALUE: Record<string, string> = { user_names: 'name', user_emails: 'email' };
+const BY_VALUE: Record<string, string> = { user_names: 'name', user_emails: 'email', legacy_avatar_names: 'name' };
 /** The migrations' own bookkeeping, local to the coordinator. */
 const LOCAL = ['kysely_migration', 'kysely_migration_lock'];
 

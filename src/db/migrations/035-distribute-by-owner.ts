@@ -32,6 +32,7 @@ const CO_LOCATED_WITH_USERS = [
 const KEYED_BY_VALUE = [
   ['user_names', 'name'],
   ['user_emails', 'email'],
+  ['legacy_avatar_names', 'name'],
 ] as const;
 
 export async function up(db: Kysely<any>): Promise<void> {
