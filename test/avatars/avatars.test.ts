@@ -282,39 +282,6 @@ t.test(
   },
 );
 
-t.test('an avatar named before names began with the owner id is served until replaced or removed', async (t) => {
-  const app = await buildAccountsApp(t);
-  const [ann, bob] = [await loggedInUser(app), await loggedInUser(app)];
-  const bytes = await sharp(await png())
-    .resize(256, 256)
-    .webp()
-    .toBuffer();
-  /** Stores an avatar as migration 034 leaves one issued before it: a 22-character name, and whose it is. */
-  const legacy = async (session: Session) => {
-    const name = randomBytes(16).toString('base64url');
-    await app.db.insertInto('avatars').values({ user_id: session.id, name, image: bytes }).execute();
-    await app.db.insertInto('legacy_avatar_names').values({ name, user_id: session.id }).execute();
-    await app.db.updateTable('users').set({ avatar: name }).where('id', '=', session.id).execute();
-    return `http://contacts.test/avatars/${name}.webp`;
-  };
-  const legacyNames = () => app.db.selectFrom('legacy_avatar_names').select(['name', 'user_id']).orderBy('user_id').execute();
-  const annOld = await legacy(ann);
-  const bobOld = await legacy(bob);
-  const me = await app.inject({ method: 'GET', url: '/api/users/me', headers: bearer(ann.accessToken) });
-  t.equal(me.json().avatar, annOld, 'the user shows the old URL');
-  t.ok((await expectServed(t, app, annOld)).equals(bytes));
-
-  const annNew = expectAvatarUser(t, await upload(app, ann, await png(), 'image/png'), ann);
-  await expectGone(t, app, annOld);
-  await expectServed(t, app, annNew);
-  t.same(await legacyNames(), [{ name: new URL(bobOld).pathname.slice('/avatars/'.length, -'.webp'.length), user_id: bob.id }]);
-
-  t.equal((await app.inject({ method: 'DELETE', url: '/api/users/me/avatar', headers: bearer(bob.accessToken) })).statusCode, 204);
-  await expectGone(t, app, bobOld);
-  t.same(await legacyNames(), [], 'a removal forgets the old name too');
-  t.equal(await storedName(app, bob.id), null);
-});
-
 t.test('a user deleted from the database takes the avatar along', async (t) => {
   const app = await buildAccountsApp(t);
   const session = await loggedInUser(app);

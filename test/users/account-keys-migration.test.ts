@@ -74,6 +74,7 @@ t.test('a user and an avatar go apart: no cycle', async (t) => {
 });
 
 t.test('down restores the keys as they were', async (t) => {
+  await sql`delete from app_passwords where id = 3`.execute(db);
   await db.transaction().execute((trx) => migrations[MIGRATION]!.down!(trx));
   const tables = await sql<{ name: string }>`
     select table_name as name from information_schema.tables
@@ -90,7 +91,6 @@ t.test('down restores the keys as they were', async (t) => {
     avatars_user_id_fkey: 'FOREIGN KEY (user_id) REFERENCES users(id) ON DELETE CASCADE',
     avatars_user_id_key: 'CREATE UNIQUE INDEX avatars_user_id_key ON avatars USING btree (user_id)',
   });
-  await sql`delete from app_passwords where id = 3`.execute(db);
   t.same(await keys('app_passwords'), {
     app_passwords_pkey: 'CREATE UNIQUE INDEX app_passwords_pkey ON app_passwords USING btree (id)',
     app_passwords_secret_hash_key: 'CREATE UNIQUE INDEX app_passwords_secret_hash_key ON app_passwords USING btree (secret_hash)',
