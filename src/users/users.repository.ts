@@ -8,7 +8,7 @@ export function findUserById(db: Kysely<Database>, id: number): Promise<UserRow 
   return db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/**
+/*
  * Usernames and e-mail addresses are unique ignoring case through `user_names` and `user_emails`
  * (migration 034), keyed by the value as PostgreSQL's lower() gives it, so a lookup by either reads
  * one row by its key and then the user by id: on Citus, one shard each.
