@@ -53,7 +53,12 @@ try {
   const owner = { username: 'bench_owner', email: 'owner@bench.test', password: 'correct-horse-battery' };
   if ((await post(port, '127.0.0.3', '/api/auth/register', JSON.stringify(owner), 'application/json')) !== 201)
     throw new Error('register failed');
-  await app.db.updateTable('users').set({ is_verified: true }).where('username', '=', owner.username).execute();
+  const { user_id: ownerId } = await app.db
+    .selectFrom('user_names')
+    .select('user_id')
+    .where('name', '=', owner.username)
+    .executeTakeFirstOrThrow();
+  await app.db.updateTable('users').set({ is_verified: true }).where('id', '=', ownerId).execute();
 
   const statuses: Record<number, number> = {};
   const flood = Array.from({ length: 20 }, async (_, i) => {

@@ -281,13 +281,24 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 }
 
 /**
+ * Whether `error` has SQLSTATE `code` and names a constraint that `name` matches. The name is in
+ * `constraint`, or only in the message: on Citus a shard's error names the shard's index, the
+ * constraint's name with `_<shard id>` added, and may leave `constraint` out.
+ */
+function namesConstraint(error: unknown, code: string, name: RegExp): boolean {
+  const e = (error ?? {}) as { code?: unknown; constraint?: unknown; message?: unknown };
+  if (e.code !== code) return false;
+  if (typeof e.constraint === 'string' && name.test(e.constraint)) return true;
+  return typeof e.message === 'string' && [...e.message.matchAll(/"([^"]+)"/g)].some((quoted) => name.test(quoted[1]!));
+}
+
+/**
  * Whether a write referred to a user who is no longer there (SQLSTATE 23503 on a foreign key to
- * `users`, by the naming of the migrations: `<table>_user_id_fkey`, `<table>_owner_id_fkey`): the
- * account was deleted while a request of its own was under way.
+ * `users`, by the naming of the migrations: `<table>_user_id_fkey`, `<table>_owner_id_fkey`, or a
+ * shard's copy of one): the account was deleted while a request of its own was under way.
  */
 export function referencedUserGone(error: unknown): boolean {
-  const { code, constraint } = (error ?? {}) as { code?: unknown; constraint?: unknown };
-  return code === '23503' && typeof constraint === 'string' && /_(user|owner)_id_fkey$/.test(constraint);
+  return namesConstraint(error, '23503', /_(user|owner)_id_fkey(_\d+)?$/);
 }
 
 /** Whether `error` is PostgreSQL cancelling a statement (SQLSTATE 57014): statement_timeout ran out. */
@@ -303,10 +314,13 @@ export async function allowLongStatements(trx: QueryExecutorProvider, ms: number
   await sql`select set_config('statement_timeout', ${String(ms)}, true)`.execute(trx);
 }
 
-/** The unique index a row violated (SQLSTATE 23505: a duplicate, even one racing ours); null for any other error. */
-export function violatedUniqueIndex(error: unknown): string | null {
-  const { code, constraint } = (error ?? {}) as { code?: unknown; constraint?: unknown };
-  return code === '23505' ? (typeof constraint === 'string' ? constraint : '') : null;
+/**
+ * Whether `error` is the unique index (or key) `index`, or a shard's copy of it, refusing a row
+ * (SQLSTATE 23505: a duplicate, even one racing ours).
+ */
+export function violatesUnique(error: unknown, index: string): boolean {
+  if (!/^[a-z0-9_]+$/.test(index)) throw new Error(`not an index name: ${index}`);
+  return namesConstraint(error, '23505', new RegExp(`^${index}(_\\d+)?$`));
 }
 
 declare module 'fastify' {

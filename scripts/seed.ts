@@ -187,7 +187,7 @@ try {
       console.error(`The database already holds ${count} users; pass --force to wipe them (and their contacts) first.`);
       process.exit(1);
     }
-    await sql`truncate users restart identity cascade`.execute(db);
+    await sql`truncate users, user_names, user_emails restart identity cascade`.execute(db);
   }
 
   const rand = seededRandom(seed);
@@ -204,7 +204,16 @@ try {
     const inserted = await db
       .insertInto('users')
       .values(userRows.slice(i, i + 1000))
-      .returning('id')
+      .returning(['id', 'username', 'email'])
+      .execute();
+    // The keys sign-in finds users by (migration 034); the seeded names are lower-case already.
+    await db
+      .insertInto('user_names')
+      .values(inserted.map((row) => ({ name: row.username, user_id: row.id })))
+      .execute();
+    await db
+      .insertInto('user_emails')
+      .values(inserted.map((row) => ({ email: row.email, user_id: row.id })))
       .execute();
     ownerIds.push(...inserted.map((row) => row.id));
   }

@@ -4,11 +4,20 @@ import type { FastifyInstance } from 'fastify';
 import { v7 as uuidV7 } from 'uuid';
 import { issuedAtMs } from '../../plugins/auth.js';
 import { userAccount } from '../../plugins/sign-in-throttle.js';
-import { violatedUniqueIndex } from '../../plugins/db.js';
+import { violatesUnique } from '../../plugins/db.js';
 import type { MailMessage } from '../../plugins/mail.js';
 import { BadRequest, Conflict, Forbidden, Unauthorized, ValidationFailed } from '../../plugins/http/errors.js';
 import type { components } from '../generated/openapi.js';
-import { findTaken, findUserByEmail, findUserById, findUserByLogin, insertUser, markVerified } from '../users/users.repository.js';
+import {
+  EMAIL_KEY,
+  findTaken,
+  findUserByEmail,
+  findUserById,
+  findUserByLogin,
+  insertUser,
+  markVerified,
+  USERNAME_KEY,
+} from '../users/users.repository.js';
 import {
   completePasswordReset,
   findResetToken,
@@ -48,11 +57,10 @@ function checkPasswordBytes(password: string): void {
   if (!passwordFits(password)) throw new ValidationFailed(`body/password must be at most ${MAX_PASSWORD_BYTES} bytes in UTF-8`);
 }
 
-/** Which field a unique-index violation is about, or null for any other error. */
+/** Which field a unique-key violation is about, or null for any other error. */
 function uniqueViolation(error: unknown): 'username' | 'email' | null {
-  const index = violatedUniqueIndex(error);
-  if (index?.includes('username')) return 'username';
-  return index?.includes('email') ? 'email' : null;
+  if (violatesUnique(error, USERNAME_KEY)) return 'username';
+  return violatesUnique(error, EMAIL_KEY) ? 'email' : null;
 }
 
 /** Sends a mail; a failure is logged, never passed on (the user can ask for another link). */

@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { NotFound, Unauthorized } from '../../plugins/http/errors.js';
 import { toUser, type User } from '../users/users.service.js';
+import { avatarNameOwner, newAvatarName } from './avatar-names.js';
 import * as repository from './avatars.repository.js';
 import { checkUpload, renderAvatar } from './image.js';
 import { RenderQueue } from './render-queue.js';
@@ -12,10 +12,6 @@ export type AvatarsDeps = Pick<FastifyInstance, 'db' | 'config'>;
 /** Renders of this process: one at a time, the others waiting or refused (see RenderQueue). */
 const renders = new RenderQueue();
 
-/** Names are 128 random bits in base64url: unguessable, so avatars cannot be listed by trying names. */
-const NAME = /^[A-Za-z0-9_-]{22}$/;
-const newName = () => randomBytes(16).toString('base64url');
-
 /**
  * Replaces the user's avatar with the rendition of `upload` (422 when it is no usable image, 503 when
  * AVATAR_RENDER_QUEUE_LIMIT renders already wait); the user as they are now.
@@ -23,7 +19,7 @@ const newName = () => randomBytes(16).toString('base64url');
 export async function putAvatar(deps: AvatarsDeps, userId: number, upload: Uint8Array): Promise<User> {
   const bytes = await checkUpload(upload);
   const image = await renders.run(deps.config.avatarRenderQueueLimit, () => renderAvatar(bytes));
-  const row = await repository.replaceAvatar(deps.db, userId, newName(), image);
+  const row = await repository.replaceAvatar(deps.db, userId, newAvatarName(userId), image);
   if (!row) throw new Unauthorized();
   return toUser(row, deps.config.publicBaseUrl);
 }
@@ -35,7 +31,9 @@ export async function removeAvatar(deps: AvatarsDeps, userId: number): Promise<v
 
 /** The WebP stored under `name`; 404 for any name that is not a current avatar. */
 export async function getAvatarImage(deps: AvatarsDeps, name: string): Promise<Buffer> {
-  const image = NAME.test(name) ? await repository.findAvatarImage(deps.db, name) : undefined;
+  const named = avatarNameOwner(name);
+  const owner = named === 'legacy' ? await repository.findLegacyAvatarOwner(deps.db, name) : named;
+  const image = owner === null || owner === undefined ? undefined : await repository.findAvatarImage(deps.db, owner, name);
   if (!image) throw new NotFound('Avatar not found');
   return image;
 }

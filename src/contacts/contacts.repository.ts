@@ -9,7 +9,7 @@ import {
   sql,
   type Updateable,
 } from 'kysely';
-import { allowLongStatements, preparedStatement, violatedUniqueIndex } from '../../plugins/db.js';
+import { allowLongStatements, preparedStatement, violatesUnique } from '../../plugins/db.js';
 import type { ContactsTable, Database } from '../db/database.js';
 import { schemaFields } from '../generated/schemas.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
@@ -46,7 +46,7 @@ const UNIQUE_EMAIL_INDEX = 'contacts_owner_email_key';
 
 /** Whether `error` is the per-owner e-mail uniqueness index refusing a row (a duplicate, even one racing ours). */
 export function isDuplicateEmail(error: unknown): boolean {
-  return violatedUniqueIndex(error) === UNIQUE_EMAIL_INDEX;
+  return violatesUnique(error, UNIQUE_EMAIL_INDEX);
 }
 
 /** Column values of `fields`: jsonb travels as JSON text, so both drivers store it the same way. */
@@ -510,9 +510,7 @@ const UNIQUE_UID_INDEX = 'contacts_owner_uid_key';
 
 /** Which per-owner uniqueness index of cards refused a row: the resource name, the UID, or neither. */
 export function cardUniquenessRefused(error: unknown): 'card_name' | 'uid' | null {
-  const e = error as { code?: unknown; constraint?: unknown } | null;
-  if (e?.code !== '23505') return null;
-  return e.constraint === UNIQUE_CARD_NAME_INDEX ? 'card_name' : e.constraint === UNIQUE_UID_INDEX ? 'uid' : null;
+  return violatesUnique(error, UNIQUE_CARD_NAME_INDEX) ? 'card_name' : violatesUnique(error, UNIQUE_UID_INDEX) ? 'uid' : null;
 }
 
 /** The owner's contact `id` with its card columns. */

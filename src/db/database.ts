@@ -9,7 +9,7 @@ export interface UsersTable {
   email: string;
   password_hash: string;
   is_verified: Generated<boolean>;
-  /** The name of the current avatar (avatars.name); null when there is none. */
+  /** The name of the current avatar (avatars.name), kept by the avatar writes; null when there is none. */
   avatar: string | null;
   created_at: ColumnType<Date, never, never>;
   /** Tokens issued at or before this instant are dead (set by a password reset). */
@@ -103,11 +103,28 @@ interface AppPasswordsTable {
   last_used_at: Timestamp | null;
 }
 
-interface AvatarsTable {
-  /** Opaque and never reused: the URL is `/avatars/<name>.webp`. */
+/** A username or e-mail address, lower-cased, and whose it is (migration 034): unique among all users. */
+interface UserNamesTable {
   name: string;
-  /** Unique: a user has at most one avatar. */
   user_id: number;
+}
+
+interface UserEmailsTable {
+  email: string;
+  user_id: number;
+}
+
+/** Names of avatars issued before names began with the owner's id (migration 034), while they are current. */
+interface LegacyAvatarNamesTable {
+  name: string;
+  user_id: number;
+}
+
+interface AvatarsTable {
+  /** The key: a user has at most one avatar. */
+  user_id: number;
+  /** Unguessable and never reused: the URL is `/avatars/<name>.webp` (src/avatars/avatar-names.ts). */
+  name: string;
   /** The 256×256 WebP. pg reads bytea as a Buffer, PGlite as a Uint8Array. */
   image: Uint8Array;
   created_at: ColumnType<Date, never, never>;
@@ -133,6 +150,8 @@ interface IdempotencyKeysTable {
 
 export interface Database {
   users: UsersTable;
+  user_names: UserNamesTable;
+  user_emails: UserEmailsTable;
   contacts: ContactsTable;
   contact_tombstones: ContactTombstonesTable;
   tombstone_horizons: TombstoneHorizonsTable;
@@ -140,6 +159,7 @@ export interface Database {
   contact_counts: ContactCountsTable;
   large_owners: LargeOwnersTable;
   avatars: AvatarsTable;
+  legacy_avatar_names: LegacyAvatarNamesTable;
   app_passwords: AppPasswordsTable;
   idempotency_keys: IdempotencyKeysTable;
 }

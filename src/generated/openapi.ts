@@ -336,7 +336,8 @@ export type paths = {
          *     - The service keeps a 256×256 WebP rendition, cropped around the centre after the EXIF
          *       orientation is applied, without the original's metadata (EXIF, GPS); an animated image
          *       keeps its first frame.
-         *     - The answer's `avatar` is `PUBLIC_BASE_URL/avatars/<name>.webp`. The name is new at every
+         *     - The answer's `avatar` is `PUBLIC_BASE_URL/avatars/<name>.webp`, where `<name>` is the
+         *       user's id, `-` and 22 random base64url characters (128 bits). The name is new at every
          *       upload; the previous image is gone at once (its URL answers 404).
          *     - A refused upload stores nothing and leaves the previous avatar in place.
          *     - Limited to 10 uploads a minute per user (`RATE_LIMIT_AVATAR_PER_MIN`); past it 429.
@@ -432,6 +433,10 @@ export type paths = {
          *     that is replaced or removed must stop showing: caches may keep the image for one hour
          *     (`max-age=3600`, not `immutable`), after which they ask again and get 404. Any name that is
          *     not a user's current avatar is 404.
+         *
+         *     A name is the owner's id, `-` and 22 random base64url characters. Names given out by
+         *     earlier versions (the 22 random characters alone) are still served while they are the
+         *     user's current avatar.
          */
         get: operations["getAvatar"];
         put?: never;
@@ -2324,8 +2329,8 @@ export interface operations {
             header?: never;
             path: {
                 /**
-                 * @description The opaque name from the user's `avatar` URL.
-                 * @example 3q2-7wAAAAAB3q2-7wAAAA
+                 * @description The name from the user's `avatar` URL.
+                 * @example 42-3q2-7wAAAAAB3q2-7wAAAA
                  */
                 name: string;
             };

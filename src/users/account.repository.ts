@@ -1,6 +1,8 @@
 import type { Kysely } from 'kysely';
 import { allowLongStatements } from '../../plugins/db.js';
+import { forgetLegacyAvatarName } from '../avatars/avatars.repository.js';
 import type { Database } from '../db/database.js';
+import { deleteUserKeys } from './users.repository.js';
 
 /**
  * Deletes the user and every row the user owns in one transaction, if the password is still
@@ -8,7 +10,8 @@ import type { Database } from '../db/database.js';
  * password change or reset comes wholly before or after. The foreign keys cascade to contacts
  * (and their cards), the avatar, app passwords, idempotency keys and large_owners; a trigger
  * drops contact_counts. Deleting the contacts writes their tombstones (a trigger), and neither the
- * tombstones nor the purge horizon have a foreign key, so both go here. False when the password
+ * tombstones nor the purge horizon have a foreign key, so both go here; so do the username and
+ * e-mail keys and a legacy avatar name, which are keyed by the name, not by the user. False when the password
  * changed meanwhile or the user is gone. A book of 100,000 contacts takes seconds, so the
  * transaction's statements have the bulk bound (`statementTimeoutMs`), as an import's do.
  */
@@ -20,9 +23,16 @@ export async function deleteAccount(
 ): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
     await allowLongStatements(trx, statementTimeoutMs);
-    const user = await trx.selectFrom('users').select('password_hash').where('id', '=', userId).forUpdate().executeTakeFirst();
+    const user = await trx
+      .selectFrom('users')
+      .select(['password_hash', 'username', 'email', 'avatar'])
+      .where('id', '=', userId)
+      .forUpdate()
+      .executeTakeFirst();
     if (user?.password_hash !== checkedPasswordHash) return false;
     await trx.deleteFrom('users').where('id', '=', userId).execute();
+    await deleteUserKeys(trx, { id: userId, username: user.username, email: user.email });
+    await forgetLegacyAvatarName(trx, userId, user.avatar);
     await trx.deleteFrom('contact_tombstones').where('owner_id', '=', userId).execute();
     await trx.deleteFrom('tombstone_horizons').where('owner_id', '=', userId).execute();
     return true;

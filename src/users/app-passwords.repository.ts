@@ -1,5 +1,6 @@
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database } from '../db/database.js';
+import { findUserIdByLogin } from './users.repository.js';
 
 const LISTED = ['id', 'name', 'created_at', 'last_used_at'] as const;
 
@@ -53,30 +54,31 @@ export async function deleteAppPassword(db: Kysely<Database>, userId: number, id
 
 /**
  * The user an app password with this keyed hash signs in, when `login` is that user's username or
- * e-mail address (ignoring case): one lookup by the unique hash, the same work whether or not
- * anything matches.
+ * e-mail address (ignoring case): the user is found by the name, then the password among theirs by
+ * the hash (on Citus, one shard each).
  */
 export async function findAppPasswordUser(
   db: Kysely<Database>,
   login: string,
   secretHash: Uint8Array,
 ): Promise<{ userId: number; passwordId: number; lastUsedAt: Date | null } | undefined> {
-  return db
+  const userId = await findUserIdByLogin(db, login);
+  if (userId === undefined) return undefined;
+  const row = await db
     .selectFrom('app_passwords')
-    .innerJoin('users', 'users.id', 'app_passwords.user_id')
-    .select(['users.id as userId', 'app_passwords.id as passwordId', 'app_passwords.last_used_at as lastUsedAt'])
-    .where('app_passwords.secret_hash', '=', secretHash)
-    .where((eb) =>
-      eb.or([eb(sql`lower(users.username)`, '=', sql`lower(${login})`), eb(sql`lower(users.email)`, '=', sql`lower(${login})`)]),
-    )
+    .select(['id', 'last_used_at'])
+    .where('user_id', '=', userId)
+    .where('secret_hash', '=', secretHash)
     .executeTakeFirst();
+  return row && { userId, passwordId: row.id, lastUsedAt: row.last_used_at };
 }
 
-/** Records a use of the app password `id`, unless one was recorded less than a minute ago. */
-export async function touchAppPassword(db: Kysely<Database>, id: number, now: Date): Promise<void> {
+/** Records a use of the user's app password `id`, unless one was recorded less than a minute ago. */
+export async function touchAppPassword(db: Kysely<Database>, userId: number, id: number, now: Date): Promise<void> {
   await db
     .updateTable('app_passwords')
     .set({ last_used_at: now })
+    .where('user_id', '=', userId)
     .where('id', '=', id)
     .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', new Date(now.getTime() - 60_000))]))
     .execute();

@@ -121,7 +121,7 @@ export async function verifyAppPassword(deps: AppPasswordDeps, login: string, pa
   if (!found) return null;
   const now = deps.now();
   if (found.lastUsedAt === null || now.getTime() - found.lastUsedAt.getTime() >= LAST_USED_RESOLUTION_MS) {
-    await repository.touchAppPassword(deps.db, found.passwordId, now);
+    await repository.touchAppPassword(deps.db, found.userId, found.passwordId, now);
   }
   return found.userId;
 }

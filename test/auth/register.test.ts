@@ -1,5 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { sql } from 'kysely';
 import nodemailer from 'nodemailer';
 import t from 'tap';
 import { smtpCapture } from '../helper.js';
@@ -53,19 +54,38 @@ t.test('duplicates are refused ignoring case, naming the field', async (t) => {
   t.same(both.json(), { detail: 'Username already taken' }, 'the username is reported first');
 });
 
-t.test('concurrent registrations of one name: one wins, the others get 409, never 500', async (t) => {
+t.test('ten concurrent registrations of one username, and of one e-mail, give exactly one 201, never 500', async (t) => {
   const app = await buildAccountsApp(t);
-  const attempts = await Promise.all(
-    Array.from({ length: 4 }, (_, i) => register(app, credentials({ username: 'racer', email: `racer${i}@example.com` }))),
+  const spellings = (base: string) => Array.from({ length: 10 }, (_, i) => (i % 2 ? base.toUpperCase() : base));
+  /** The users holding `value` in `column`, ignoring case, and whose key the lookup table holds. */
+  const holders = async (column: 'username' | 'email', value: string) => ({
+    users: (await sql<{ id: number }>`select id from users where lower(${sql.ref(column)}) = lower(${value})`.execute(app.db)).rows.map(
+      (row) => row.id,
+    ),
+    keys: (
+      await sql<{ user_id: number }>`select user_id from ${sql.table(column === 'username' ? 'user_names' : 'user_emails')}
+        where ${sql.ref(column === 'username' ? 'name' : 'email')} = lower(${value})`.execute(app.db)
+    ).rows.map((row) => row.user_id),
+  });
+
+  const names = await Promise.all(
+    spellings('racer').map((username, i) => register(app, credentials({ username, email: `racer${i}@example.com` }))),
   );
-  t.same(attempts.map((r) => r.statusCode).sort(), [201, 409, 409, 409]);
-  for (const res of attempts.filter((r) => r.statusCode === 409)) t.same(res.json(), { detail: 'Username already taken' });
+  t.same(names.map((r) => r.statusCode).sort(), [201, ...Array<number>(9).fill(409)]);
+  for (const res of names.filter((r) => r.statusCode === 409)) t.same(res.json(), { detail: 'Username already taken' });
+  const winner = names.find((r) => r.statusCode === 201)!.json<{ id: number }>().id;
+  t.same(await holders('username', 'racer'), { users: [winner], keys: [winner] }, 'the losers left no user and no key');
 
   const emails = await Promise.all(
-    Array.from({ length: 4 }, (_, i) => register(app, credentials({ username: `mailer${i}`, email: 'Same@example.com' }))),
+    spellings('same@example.com').map((email, i) => register(app, credentials({ username: `mailer${i}`, email }))),
   );
-  t.same(emails.map((r) => r.statusCode).sort(), [201, 409, 409, 409]);
+  t.same(emails.map((r) => r.statusCode).sort(), [201, ...Array<number>(9).fill(409)]);
   for (const res of emails.filter((r) => r.statusCode === 409)) t.same(res.json(), { detail: 'Email already registered' });
+  const mailer = emails.find((r) => r.statusCode === 201)!.json<{ id: number }>().id;
+  t.same(await holders('email', 'same@example.com'), { users: [mailer], keys: [mailer] });
+  const losers = (await sql<{ n: number }>`select count(*)::integer as n from user_names where name like 'mailer%'`.execute(app.db))
+    .rows[0];
+  t.same(losers, { n: 1 }, 'a name claimed by a registration that lost on its e-mail is released');
 });
 
 t.test('passwords are 8 to 72 bytes in UTF-8; longer is refused, never cut', async (t) => {

@@ -7,7 +7,8 @@ import { backend, build } from '../helper.js';
 import { BLUE, GREEN, RED, bands, craftedPng, gif, jpeg, multipartBody, near, noise, pixelAt, png, pngBomb, webp } from './images.js';
 
 const MiB = 1024 * 1024;
-const AVATAR_URL = /^http:\/\/contacts\.test\/avatars\/([A-Za-z0-9_-]{22})\.webp$/;
+/** `<owner id>-<22 random base64url characters>` (src/avatars/avatar-names.ts). */
+const AVATAR_URL = /^http:\/\/contacts\.test\/avatars\/(([1-9][0-9]*)-[A-Za-z0-9_-]{22})\.webp$/;
 /** Not `immutable`: a removed avatar leaves caches within the hour (openapi.yaml). */
 const CACHE_CONTROL = 'public, max-age=3600';
 
@@ -46,6 +47,7 @@ function expectAvatarUser(t: Test, res: LightMyRequestResponse, session: Session
   t.same(Object.keys(user).sort(), ['avatar', 'created_at', 'email', 'id', 'is_verified', 'username']);
   t.match(user, { id: session.id, username: session.username, email: session.email, is_verified: true });
   t.match(user.avatar, AVATAR_URL);
+  t.equal(AVATAR_URL.exec(user.avatar)?.[2], String(session.id), "the name starts with the owner's id");
   return user.avatar as string;
 }
 
@@ -243,7 +245,20 @@ t.test('GET /avatars/… needs no token and is never rate limited; unknown names
   t.ok(limited, 'anonymous /api requests are limited');
   t.equal((await app.inject({ method: 'GET', url: pathOf(url) })).statusCode, 200, 'the avatar is still served');
 
-  for (const name of ['AAAAAAAAAAAAAAAAAAAAAA', 'short', 'x'.repeat(90), 'not-a-name!', `${AVATAR_URL.exec(url)![1]}.webp`]) {
+  const random = AVATAR_URL.exec(url)![1]!.slice(`${session.id}-`.length);
+  for (const name of [
+    'AAAAAAAAAAAAAAAAAAAAAA',
+    random,
+    `${session.id + 1}-${random}`,
+    `0${session.id}-${random}`,
+    `2147483648-${random}`,
+    `99999999999999999999-${random}`,
+    `${session.id}-${random}x`,
+    'short',
+    'x'.repeat(90),
+    'not-a-name!',
+    `${AVATAR_URL.exec(url)![1]}.webp`,
+  ]) {
     const res = await app.inject({ method: 'GET', url: `/avatars/${encodeURIComponent(name)}.webp` });
     expectError(t, res, 404, 'Avatar not found');
   }

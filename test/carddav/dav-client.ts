@@ -21,6 +21,8 @@ export async function davUser(app: FastifyInstance): Promise<DavUser> {
     .where('id', '=', user.id)
     .returning('username')
     .executeTakeFirstOrThrow();
+  // A sign-in finds the user by this key (migration 034); createUser writes the user row alone.
+  await app.db.insertInto('user_names').values({ name: username.toLowerCase(), user_id: user.id }).execute();
   const res = await app.inject({
     method: 'POST',
     url: '/api/users/me/app-passwords',
