@@ -19,7 +19,7 @@ const mailbox = await smtpCapture(t);
 const env = { ...(await testEnv(t)), SMTP_URL: mailbox.url, RATE_LIMIT_ANON_PER_MIN: '100000' };
 const app = await buildAccountsApp(t, { env });
 /** Another instance on the same PostgreSQL and Redis; on the embedded database (one process's own) the same app. */
-const second: FastifyInstance = backend === 'postgres' ? await buildApp({ config: await loadConfig(env) }) : app;
+const second: FastifyInstance = backend !== 'embedded' ? await buildApp({ config: await loadConfig(env) }) : app;
 if (second !== app) t.teardown(() => second.close());
 
 /** The next mail to `to` with this subject; others in between are passed over. */
