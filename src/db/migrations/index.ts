@@ -23,6 +23,7 @@ import * as resetTokenId from './025-reset-token-id.js';
 import * as idempotencyKeys from './026-idempotency-keys.js';
 import * as bookProperties from './031-book-properties.js';
 import * as cardOctets from './032-card-octets.js';
+import * as addressBooks from './033-address-books.js';
 
 /** Every migration in order. Listed here (not read from disk) so they run the same from TS and built JS. */
 export const migrations: Record<string, AppMigration> = {
@@ -50,4 +51,5 @@ export const migrations: Record<string, AppMigration> = {
   '026-idempotency-keys': idempotencyKeys,
   '031-book-properties': bookProperties,
   '032-card-octets': cardOctets,
+  '033-address-books': addressBooks,
 };
