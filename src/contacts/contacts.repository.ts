@@ -78,8 +78,7 @@ export class OverQuota extends Error {
  * triggers), so until the transaction ends the count changes only by its own writes.
  */
 async function lockBook(trx: Kysely<Database>, ownerId: number): Promise<number> {
-  const locked = () =>
-    trx.selectFrom('address_books').select('contacts').where('owner_id', '=', ownerId).forUpdate().executeTakeFirst();
+  const locked = () => trx.selectFrom('address_books').select('contacts').where('owner_id', '=', ownerId).forUpdate().executeTakeFirst();
   let book = await locked();
   if (!book) {
     await trx
@@ -114,7 +113,12 @@ export async function creatingWithin<T>(
 }
 
 /** Creates one contact by `insert` as creatingWithin does, refusing before it inserts when the owner has no room. */
-export async function creatingOne<T>(db: Kysely<Database>, ownerId: number, max: number, insert: (trx: Kysely<Database>) => Promise<T>): Promise<T> {
+export async function creatingOne<T>(
+  db: Kysely<Database>,
+  ownerId: number,
+  max: number,
+  insert: (trx: Kysely<Database>) => Promise<T>,
+): Promise<T> {
   const create = async (trx: Kysely<Database>) => {
     const had = await lockBook(trx, ownerId);
     if (had + 1 > max) throw new OverQuota(had, 1);
@@ -131,7 +135,6 @@ export async function creatingOne<T>(db: Kysely<Database>, ownerId: number, max:
 function nextVersion(now: Date): RawBuilder<Date> {
   return sql<Date>`greatest(${now}::timestamptz, ((updated_at at time zone 'UTC') + interval '1 millisecond') at time zone 'UTC')`;
 }
-
 
 /** Inserts a contact owned by `ownerId`, stamped `now`; `fields` holds every required column (the create schema makes sure). */
 export async function insertContact(db: Kysely<Database>, ownerId: number, fields: ContactFields, now: Date): Promise<ContactRow> {

@@ -205,9 +205,7 @@ export async function createContact(deps: ContactsDeps, ownerId: number, body: C
 async function insertContact(deps: ContactsDeps, db: ContactsDeps['db'], ownerId: number, body: ContactCreate): Promise<Contact> {
   const now = deps.now();
   const fields = applyContactRules(writableFields(body), now);
-  const row = await writing(() =>
-    oneWithinQuota(deps, db, ownerId, (db) => repository.insertContact(db, ownerId, fields, now)),
-  );
+  const row = await writing(() => oneWithinQuota(deps, db, ownerId, (db) => repository.insertContact(db, ownerId, fields, now)));
   return toContact(row);
 }
 

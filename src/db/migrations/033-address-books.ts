@@ -115,17 +115,48 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`drop index contact_tombstones_deleted_at_idx`.execute(db);
   await sql`create index contact_tombstones_owner_deleted_at_idx on contact_tombstones (owner_id, deleted_at)`.execute(db);
 
+  // Moves the owner's book to its next position, adding to its counts; null when the owner has no
+  // book. The row as this transaction last wrote it is found by its ctid, not through the index,
+  // whose entries for every version the transaction wrote would be walked again on each write (one
+  // statement inserting 30,000 rows into a table of two columns: 5.3 s that way, 0.65 s this way).
+  await sql`
+    create function address_books_advance(owner integer, added integer, octets bigint) returns bigint language plpgsql as $$
+    declare
+      cached text[] := string_to_array(nullif(current_setting('contacts.address_book', true), ''), '/');
+      written tid;
+      advanced bigint;
+    begin
+      if cached[1]::integer = owner then
+        update address_books
+           set sync_position = sync_position + 1, contacts = contacts + added, card_octets = card_octets + octets
+         where owner_id = owner and ctid = cached[2]::tid
+        returning sync_position, ctid into advanced, written;
+      end if;
+      if written is null then
+        update address_books
+           set sync_position = sync_position + 1, contacts = contacts + added, card_octets = card_octets + octets
+         where owner_id = owner
+        returning sync_position, ctid into advanced, written;
+      end if;
+      if written is not null then
+        perform set_config('contacts.address_book', owner || '/' || written, true);
+      end if;
+      return advanced;
+    end $$`.execute(db);
   // An insert: the book's next position and counts (the book is made by the owner's first
   // contact), and the large-owner mark (018), read once the book's lock is held, so a promotion
   // that took that lock after adding the owner is seen (src/contacts/large-owners.ts).
   await sql`
     create function contacts_book_insert() returns trigger language plpgsql as $$
     begin
-      insert into address_books as books (owner_id, sync_position, contacts, card_octets)
-        values (new.owner_id, 1, 1, coalesce(octet_length(new.card), 0))
-      on conflict (owner_id) do update
-        set sync_position = books.sync_position + 1, contacts = books.contacts + 1, card_octets = books.card_octets + excluded.card_octets
-      returning sync_position into new.change_position;
+      new.change_position := address_books_advance(new.owner_id, 1, coalesce(octet_length(new.card), 0));
+      if new.change_position is null then
+        insert into address_books as books (owner_id, sync_position, contacts, card_octets)
+          values (new.owner_id, 1, 1, coalesce(octet_length(new.card), 0))
+        on conflict (owner_id) do update
+          set sync_position = books.sync_position + 1, contacts = books.contacts + 1, card_octets = books.card_octets + excluded.card_octets
+        returning sync_position into new.change_position;
+      end if;
       perform from large_owners where owner_id = new.owner_id;
       new.large_owner := new.large_owner or found;
       return new;
@@ -136,11 +167,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     create function contacts_book_update() returns trigger language plpgsql as $$
     begin
-      update address_books
-         set sync_position = sync_position + 1,
-             card_octets = card_octets + coalesce(octet_length(new.card), 0) - coalesce(octet_length(old.card), 0)
-       where owner_id = new.owner_id
-      returning sync_position into new.change_position;
+      new.change_position := address_books_advance(new.owner_id, 0, coalesce(octet_length(new.card), 0) - coalesce(octet_length(old.card), 0));
       return new;
     end $$`.execute(db);
   await sql`
@@ -152,13 +179,9 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     create function contacts_book_delete() returns trigger language plpgsql as $$
     declare
-      deleted_at_position bigint;
+      deleted_at_position bigint := address_books_advance(old.owner_id, -1, -coalesce(octet_length(old.card), 0));
     begin
-      update address_books
-         set sync_position = sync_position + 1, contacts = contacts - 1, card_octets = card_octets - coalesce(octet_length(old.card), 0)
-       where owner_id = old.owner_id
-      returning sync_position into deleted_at_position;
-      if found then
+      if deleted_at_position is not null then
         insert into contact_tombstones (owner_id, contact_id, card_name, change_position)
           values (old.owner_id, old.id, old.card_name, deleted_at_position);
       end if;
@@ -174,6 +197,7 @@ export async function down(db: Kysely<any>): Promise<void> {
     await sql`drop trigger ${sql.id(`contacts_book_${event}`)} on contacts`.execute(db);
     await sql`drop function ${sql.id(`contacts_book_${event}`)}()`.execute(db);
   }
+  await sql`drop function address_books_advance(integer, integer, bigint)`.execute(db);
   await sql`drop index contact_tombstones_owner_deleted_at_idx`.execute(db);
   await sql`create index contact_tombstones_deleted_at_idx on contact_tombstones (deleted_at)`.execute(db);
   await sql`alter table contact_tombstones drop constraint contact_tombstones_pkey, add constraint contact_tombstones_pkey primary key (contact_id)`.execute(
@@ -184,7 +208,9 @@ export async function down(db: Kysely<any>): Promise<void> {
   await sql`alter table tombstone_horizons add column purged_xid xid8 not null default '0', drop column purged_position`.execute(db);
   await sql`alter table tombstone_horizons alter column purged_xid drop default`.execute(db);
   for (const table of ['contacts', 'contact_tombstones']) {
-    await sql`alter table ${sql.id(table)} add column change_xid xid8 not null default pg_current_xact_id(), drop column change_position`.execute(db);
+    await sql`alter table ${sql.id(table)} add column change_xid xid8 not null default pg_current_xact_id(), drop column change_position`.execute(
+      db,
+    );
   }
   await sql`create index contacts_owner_change_idx on contacts (owner_id, change_xid, id)`.execute(db);
   await sql`create index contact_tombstones_owner_change_idx on contact_tombstones (owner_id, change_xid, contact_id)`.execute(db);
