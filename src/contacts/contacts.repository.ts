@@ -9,7 +9,7 @@ import {
   sql,
   type Updateable,
 } from 'kysely';
-import { allowLongStatements, violatedUniqueIndex } from '../../plugins/db.js';
+import { allowLongStatements, preparedStatement, violatedUniqueIndex } from '../../plugins/db.js';
 import type { ContactsTable, Database } from '../db/database.js';
 import { schemaFields } from '../generated/schemas.js';
 import { type BirthdaySegment, type BirthdayWindow, birthdaySegments } from './birthdays.js';
@@ -136,19 +136,22 @@ function nextVersion(now: Date): RawBuilder<Date> {
   return sql<Date>`greatest(${now}::timestamptz, ((updated_at at time zone 'UTC') + interval '1 millisecond') at time zone 'UTC')`;
 }
 
+/** Every writable column unset, under the fields given: the bound statements below take a value for each column they name. */
+const UNSET_FIELDS = Object.fromEntries(schemaFields.ContactPatch.writable.map((column) => [column, null])) as Record<WritableColumn, null>;
+/** The columns an insert of one contact writes. */
+const INSERTED_COLUMNS = [...schemaFields.ContactPatch.writable, 'owner_id', 'created_at', 'updated_at'] as const;
+
 /** Inserts a contact owned by `ownerId`, stamped `now`; `fields` holds every required column (the create schema makes sure). */
 export async function insertContact(db: Kysely<Database>, ownerId: number, fields: ContactFields, now: Date): Promise<ContactRow> {
-  return db
-    .insertInto('contacts')
-    .values({
-      ...(columnValues(fields) as Insertable<ContactsTable>),
-      owner_id: ownerId,
-      created_at: now,
-      updated_at: now,
-    })
-    .returning(CONTACT_COLUMNS)
-    .executeTakeFirstOrThrow();
+  const row = { ...UNSET_FIELDS, ...columnValues(fields), owner_id: ownerId, created_at: now, updated_at: now };
+  const [inserted] = (await db.executeQuery(insertOne(db, row))).rows;
+  return inserted!;
 }
+
+/** A create's insert, as a prepared statement (docs/performance.md). */
+const insertOne = preparedStatement(INSERTED_COLUMNS, (db: Kysely<Database>, row) =>
+  db.insertInto('contacts').values(row).returning(CONTACT_COLUMNS),
+);
 
 /** The owner's contact `id`, or undefined (also when it belongs to someone else). */
 export async function findContact(db: Kysely<Database>, ownerId: number, id: number): Promise<ContactRow | undefined> {
@@ -587,19 +590,18 @@ export async function insertCardContact(
   card: CardColumns,
   now: Date,
 ): Promise<CardRow> {
-  return db
-    .insertInto('contacts')
-    .values({
-      ...(columnValues(fields) as Insertable<ContactsTable>),
-      card_name: null,
-      ...card,
-      owner_id: ownerId,
-      created_at: now,
-      updated_at: now,
-    })
-    .returning([...CONTACT_COLUMNS, ...CARD_COLUMNS])
-    .executeTakeFirstOrThrow();
+  const row = { ...UNSET_FIELDS, ...columnValues(fields), card_name: null, ...card, owner_id: ownerId, created_at: now, updated_at: now };
+  const [inserted] = (await db.executeQuery(insertCard(db, row))).rows;
+  return inserted!;
 }
+
+/** A stored card's insert, as a prepared statement. */
+const insertCard = preparedStatement([...INSERTED_COLUMNS, ...CARD_COLUMNS], (db: Kysely<Database>, row) =>
+  db
+    .insertInto('contacts')
+    .values(row)
+    .returning([...CONTACT_COLUMNS, ...CARD_COLUMNS]),
+);
 
 /**
  * Writes the fields and the card columns of the owner's contact `id` if its `updated_at` is one of

@@ -149,7 +149,7 @@ t.test('DELETE /api/users/me removes everything, everywhere', async (t) => {
   t.equal((await get(second, '/api/contacts/', user.accessToken)).statusCode, 200, 'the token works on the other instance');
   t.equal((await get(app, '/api/contacts/', user.accessToken)).headers['x-cache'], 'HIT', 'the list is cached');
   const before = await rowsOfUser(user.id);
-  for (const table of ['users', 'contacts', 'contact_tombstones', 'contact_counts', 'avatars', 'app_passwords', 'idempotency_keys']) {
+  for (const table of ['users', 'contacts', 'contact_tombstones', 'address_books', 'avatars', 'app_passwords', 'idempotency_keys']) {
     t.ok(before[table]! > 0, `${table} held rows of the user before`);
   }
 
