@@ -7,24 +7,15 @@ import * as repository from './sync.repository.js';
 
 /*
  * The book's sync token (RFC 6578) and getctag, on the change frontier and tombstones of
- * `GET /api/contacts/sync` (sync.service.ts explains why reading every change of transactions
- * from a frontier on misses none). A book's token must change on every write of its owner and on
- * nothing else, so it is not the bare frontier (the oldest running transaction, which any writer of
- * the cluster moves): it is L + 1, where L is the transaction of the owner's latest visible change,
- * lowered to the oldest running transaction that could still commit a change of this database
- * below it. Every transaction below that frontier has finished or can write nothing here, so it is
- * a valid frontier; in a quiet book it is L + 1, which only the owner's next change moves. Signed,
- * it is the token: the same text for the same state.
+ * `GET /api/contacts/sync` (sync.service.ts explains why reading every change from a frontier on
+ * misses none). The frontier is one past the position of the owner's latest change, which only the
+ * owner's next change moves; signed, it is the token: the same text for the same state.
  *
  * A token is refused as expired only when a tombstone it would have to report is gone: a purge
- * (after SYNC_TOMBSTONE_DAYS and a day) records per owner the newest change it forgot, and a token
- * whose frontier is at or below that cannot be answered. A token's age alone decides nothing: a
- * quiet book hands out the same token for months, and the one just handed out must work.
- *
- * Which running transactions can write here: each one holding a lock on a relation of this
- * database (a writer of a table holds one from its first write to its end), found in pg_locks
- * before the book's snapshot is taken, and any transaction that began after that scan. Another
- * database's long transaction (a neighbour on a shared cluster) then leaves the token alone.
+ * (after SYNC_TOMBSTONE_DAYS and a day) records per owner the newest position it forgot, and a
+ * token whose frontier is at or below that cannot be answered. A token's age alone decides nothing:
+ * a quiet book hands out the same token for months, and the one just handed out must work. A token
+ * handed out before positions (signed under the key label of transaction ids) is refused too.
  */
 
 /** What the card sync needs from the app. */
@@ -33,22 +24,26 @@ type CardSyncDeps = Pick<FastifyInstance, 'db' | 'replicas' | 'cache' | 'config'
 const PREFIX = 'urn:contacts-service:sync:';
 const MAC_BYTES = 16;
 
-/** Where a client stands: the frontier and, mid-round, how far the round got. */
+/** Where a client stands: the frontier and, mid-round, how far the round got (positions as decimal text). */
 type TokenState =
   /** A book state: every change from frontier `f` on is new to the holder. */
   | { f: string }
   /** Mid-way through the first listing, after contact `a`; the rounds after it start at `f`. */
   | { f: string; a: number }
-  /** Mid-way through a round of changes from `f` on, after change (`x`, `i`); the next round starts at `n`. */
-  | { f: string; x: string; i: number; n: string };
+  /** Mid-way through a round of changes from `f` on, after change (`p`, `i`); the next round starts at `n`. */
+  | { f: string; p: string; i: number; n: string };
 
 export class SyncTokenRefused extends Error {}
 
 /** A `D:limit` of 0 while changes wait: no answer within it makes progress (RFC 6578 §3.7). */
 export class SyncLimitTooLow extends Error {}
 
-function mac(secret: string, payload: string): Buffer {
-  const key = createHmac('sha256', secret).update('contacts dav sync token').digest();
+/** The key label of tokens that carry positions; the one before signed tokens of transaction ids. */
+const LABEL = 'contacts dav sync token: positions';
+const TRANSACTION_ID_LABEL = 'contacts dav sync token';
+
+function mac(secret: string, payload: string, label = LABEL): Buffer {
+  const key = createHmac('sha256', secret).update(label).digest();
   return createHmac('sha256', key).update(payload).digest().subarray(0, MAC_BYTES);
 }
 
@@ -57,53 +52,39 @@ function encode(secret: string, ownerId: number, state: TokenState): string {
   return `${PREFIX}${payload}.${mac(secret, payload).toString('base64url')}`;
 }
 
-const XID = /^\d{1,20}$/;
-const isXid = (value: unknown): value is string => typeof value === 'string' && XID.test(value);
+const POSITION = /^\d{1,20}$/;
+const isPosition = (value: unknown): value is string => typeof value === 'string' && POSITION.test(value);
 const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
 
-function decode(secret: string, ownerId: number, token: string): TokenState | null {
+/** The owner's claims in `token` if it is well-formed and signed with `secret` under `label`. */
+function claimsOf(secret: string, ownerId: number, token: string, label: string): Record<string, unknown> | null {
   if (!token.startsWith(PREFIX)) return null;
   const [payload, signature, ...rest] = token.slice(PREFIX.length).split('.');
   if (!payload || !signature || rest.length > 0) return null;
   const given = Buffer.from(signature, 'base64url');
-  if (given.length !== MAC_BYTES || !timingSafeEqual(given, mac(secret, payload))) return null;
+  if (given.length !== MAC_BYTES || !timingSafeEqual(given, mac(secret, payload, label))) return null;
   let claims: Record<string, unknown>;
   try {
     claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
   } catch {
     return null;
   }
-  if (claims.u !== ownerId || !isXid(claims.f)) return null;
-  const base = { f: claims.f };
-  if ('a' in claims) return isCount(claims.a) ? { ...base, a: claims.a } : null;
-  if ('x' in claims)
-    return isXid(claims.x) && isCount(claims.i) && isXid(claims.n) ? { ...base, x: claims.x, i: claims.i, n: claims.n } : null;
-  return base;
+  return claims.u === ownerId ? claims : null;
 }
 
-const XID_SPACE = 1n << 32n;
-
-/** A 32-bit transaction id (pg_locks) as the 64-bit one, in the epoch just below `next`. */
-function fullXid(xid: string, next: bigint): bigint {
-  const full = (next / XID_SPACE) * XID_SPACE + BigInt(xid);
-  return full >= next ? full - XID_SPACE : full;
+function decode(secret: string, ownerId: number, token: string): TokenState | null {
+  const claims = claimsOf(secret, ownerId, token, LABEL);
+  if (!claims || !isPosition(claims.f)) return null;
+  const base = { f: claims.f };
+  if ('a' in claims) return isCount(claims.a) ? { ...base, a: claims.a } : null;
+  if ('p' in claims)
+    return isPosition(claims.p) && isCount(claims.i) && isPosition(claims.n) ? { ...base, p: claims.p, i: claims.i, n: claims.n } : null;
+  return base;
 }
 
 /** The book's state now, as a token state. */
 async function currentState(deps: CardSyncDeps, ownerId: number): Promise<{ f: string }> {
-  let state = await repository.bookState(deps.db, ownerId);
-  if (state.latestXid === null) return { f: '0' };
-  const next = BigInt(state.latestXid) + 1n;
-  if (BigInt(state.xmin) >= next) return { f: next.toString() };
-  // Some transaction below L + 1 still runs: it holds the frontier back only if it can write here.
-  const writers = await repository.localWriters(deps.db);
-  state = await repository.bookState(deps.db, ownerId);
-  const scanned = BigInt(writers.next);
-  const local = new Set(writers.xids.map((xid) => fullXid(xid, scanned)));
-  const latest = BigInt(state.latestXid ?? '0') + 1n;
-  const blocking = state.running.map(BigInt).filter((xid) => xid < latest && (xid >= scanned || local.has(xid)));
-  const frontier = blocking.reduce((lowest, xid) => (xid < lowest ? xid : lowest), latest);
-  return { f: frontier.toString() };
+  return { f: await repository.ownerFrontier(deps.db, ownerId) };
 }
 
 /** The book's `D:sync-token` (and `CS:getctag`) now. */
@@ -134,10 +115,12 @@ export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: st
   if (token === '') return firstListing(deps, ownerId, current, max, 0);
   if (token === currentToken) return { changed: [], removed: [], token: currentToken, truncated: false };
   const state = decode(secret, ownerId, token);
+  if (!state && claimsOf(secret, ownerId, token, TRANSACTION_ID_LABEL))
+    throw new SyncTokenRefused('Sync token from before sync positions: start a full sync');
   if (!state) throw new SyncTokenRefused('Invalid sync token');
-  await purgeTombstones(deps, now);
+  await purgeTombstones(deps, ownerId, now);
   if ('a' in state) return firstListing(deps, ownerId, state, max, state.a);
-  const round = 'x' in state ? { next: { f: state.n }, after: { xid: state.x, id: state.i } } : { next: current, after: null };
+  const round = 'p' in state ? { next: { f: state.n }, after: { position: state.p, id: state.i } } : { next: current, after: null };
   const changes = await repository.changesSince(deps.db, ownerId, state.f, round.after, max === Number.MAX_SAFE_INTEGER ? max : max + 1);
   // Read after the changes: a purge that took a tombstone from under that read is seen here.
   const horizon = await repository.purgedHorizon(deps.db, ownerId);
@@ -149,7 +132,7 @@ export async function cardChanges(deps: CardSyncDeps, ownerId: number, token: st
   // In the order the changes were made; one deleted since it was read is told by the next round.
   const written = page.filter((change) => !change.deleted).map((change) => change.id);
   const last = page.at(-1);
-  const next: TokenState = truncated && last ? { f: state.f, x: last.xid, i: last.id, n: round.next.f } : round.next;
+  const next: TokenState = truncated && last ? { f: state.f, p: last.position, i: last.id, n: round.next.f } : round.next;
   return {
     changed: written,
     removed: page.filter((change) => change.deleted).map((change) => change.card_name ?? derivedCardName(change.id)),

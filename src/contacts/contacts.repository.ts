@@ -60,9 +60,6 @@ function columnValues(fields: ContactFields): Pick<Updateable<ContactsTable>, Wr
   );
 }
 
-/** The first key of the advisory locks on an owner's creates (the second is the owner's id); 22 is migration 020's count shards. */
-export const CREATES_LOCK = 21;
-
 /** A create that would leave the owner with more contacts than allowed; its transaction was rolled back. */
 export class OverQuota extends Error {
   constructor(
@@ -76,22 +73,29 @@ export class OverQuota extends Error {
 }
 
 /**
- * A create of one contact skips the lock while the owner has at least this many contacts to spare:
- * each create in flight holds a database connection, and no deployment has this many for one owner.
+ * Locks the owner's address book (migration 033; made, empty, for an owner who has none yet) and
+ * returns its count of contacts. Every write of the owner's contacts locks the same row (the
+ * triggers), so until the transaction ends the count changes only by its own writes.
  */
-const ONE_CONTACT_HEADROOM = 1_000;
-
-/** The owner's contacts, as the counting triggers (migrations 008 and 020) keep them: a transaction's own rows included. */
-function ownerCount(ownerId: number): RawBuilder<number> {
-  return sql<number>`(select coalesce(sum(contacts), 0)::integer from contact_counts where owner_id = ${ownerId})`;
+async function lockBook(trx: Kysely<Database>, ownerId: number): Promise<number> {
+  const locked = () => trx.selectFrom('address_books').select('contacts').where('owner_id', '=', ownerId).forUpdate().executeTakeFirst();
+  let book = await locked();
+  if (!book) {
+    await trx
+      .insertInto('address_books')
+      .values({ owner_id: ownerId })
+      .onConflict((conflict) => conflict.column('owner_id').doNothing())
+      .execute();
+    book = await locked();
+  }
+  return book!.contacts;
 }
 
 /**
  * Runs `create` (inserts of the owner's contacts, returning how many it made) in one transaction
- * that first takes the owner's create lock, so one owner's creates count one after another and
+ * that first locks the owner's address book, so one owner's creates count one after another and
  * can never overshoot `max` together; OverQuota (rolled back) when the owner then has more than
- * `max`. Updates and deletes take no lock; a delete that has not committed yet still counts.
- * Given a transaction (an Idempotency-Key's, which stores its answer with the rows), it runs in it.
+ * `max`. Given a transaction (an Idempotency-Key's, which stores its answer with the rows), it runs in it.
  */
 export async function creatingWithin<T>(
   db: Kysely<Database>,
@@ -100,34 +104,36 @@ export async function creatingWithin<T>(
   create: (trx: Kysely<Database>) => Promise<{ result: T; added: number }>,
 ): Promise<T> {
   const counted = async (trx: Kysely<Database>) => {
-    await sql`select pg_advisory_xact_lock(${CREATES_LOCK}::integer, ${ownerId}::integer)`.execute(trx);
+    const had = await lockBook(trx, ownerId);
     const { result, added } = await create(trx);
-    const { n } = await trx.selectNoFrom(ownerCount(ownerId).as('n')).executeTakeFirstOrThrow();
-    if (n > max) throw new OverQuota(n - added, added);
+    if (had + added > max) throw new OverQuota(had, added);
     return result;
   };
   return db.isTransaction ? counted(db) : db.transaction().execute(counted);
 }
 
-/** The condition of an insert that may skip the create lock: the row's owner has ONE_CONTACT_HEADROOM contacts to spare under `max`. */
-export interface Room {
-  max: number;
-}
-
-/**
- * Creates one contact by `insert`: far below `max`, one statement that inserts only while the
- * owner has ONE_CONTACT_HEADROOM to spare (no lock, no transaction: one owner's creates run side
- * by side); otherwise, and when that insert found too little room, within the lock (creatingWithin).
- */
+/** Creates one contact by `insert` as creatingWithin does, refusing before it inserts when the owner has no room. */
 export async function creatingOne<T>(
   db: Kysely<Database>,
   ownerId: number,
   max: number,
-  insert: (db: Kysely<Database>, room?: Room) => Promise<T | undefined>,
+  insert: (trx: Kysely<Database>) => Promise<T>,
 ): Promise<T> {
-  const inserted = await insert(db, { max });
-  if (inserted !== undefined) return inserted;
-  return creatingWithin(db, ownerId, max, async (trx) => ({ result: (await insert(trx))!, added: 1 }));
+  const create = async (trx: Kysely<Database>) => {
+    const had = await lockBook(trx, ownerId);
+    if (had + 1 > max) throw new OverQuota(had, 1);
+    return insert(trx);
+  };
+  return db.isTransaction ? create(db) : db.transaction().execute(create);
+}
+
+/**
+ * A write's new `updated_at`: `now`, or a millisecond past the stored one if that is not earlier,
+ * so a write always moves it. In UTC without a time zone: timestamptz + interval depends on the
+ * session's zone, which a sharded database cannot evaluate on the row's node.
+ */
+function nextVersion(now: Date): RawBuilder<Date> {
+  return sql<Date>`greatest(${now}::timestamptz, ((updated_at at time zone 'UTC') + interval '1 millisecond') at time zone 'UTC')`;
 }
 
 /** Every writable column unset, under the fields given: the bound statements below take a value for each column they name. */
@@ -135,44 +141,16 @@ const UNSET_FIELDS = Object.fromEntries(schemaFields.ContactPatch.writable.map((
 /** The columns an insert of one contact writes. */
 const INSERTED_COLUMNS = [...schemaFields.ContactPatch.writable, 'owner_id', 'created_at', 'updated_at'] as const;
 
-/** `row` inserted; with `room`, as an INSERT … SELECT whose condition is the owner's room (a row only if there is). */
-function insertRow(db: Kysely<Database>, row: Insertable<ContactsTable>, room: Room | undefined) {
-  const insert = db.insertInto('contacts');
-  if (!room) return insert.values(row);
-  const columns = Object.keys(row) as (keyof typeof row)[];
-  // PostgreSQL types each parameter by the column it is inserted into, as in a VALUES list.
-  const values = db
-    .selectNoFrom(columns.map((column) => sql.val(row[column]).as(column)))
-    .where(sql<boolean>`${ownerCount(row.owner_id)} + ${ONE_CONTACT_HEADROOM} <= ${room.max}`);
-  return insert.columns(columns).expression(values);
+/** Inserts a contact owned by `ownerId`, stamped `now`; `fields` holds every required column (the create schema makes sure). */
+export async function insertContact(db: Kysely<Database>, ownerId: number, fields: ContactFields, now: Date): Promise<ContactRow> {
+  const row = { ...UNSET_FIELDS, ...columnValues(fields), owner_id: ownerId, created_at: now, updated_at: now };
+  const [inserted] = (await db.executeQuery(insertOne(db, row))).rows;
+  return inserted!;
 }
 
-/**
- * Inserts a contact owned by `ownerId`, stamped `now`; `fields` holds every required column (the
- * create schema makes sure). With `room`, undefined when there was too little (creatingOne).
- */
-export async function insertContact(
-  db: Kysely<Database>,
-  ownerId: number,
-  fields: ContactFields,
-  now: Date,
-  room?: Room,
-): Promise<ContactRow | undefined> {
-  const row = {
-    ...UNSET_FIELDS,
-    ...(columnValues(fields) as Insertable<ContactsTable>),
-    owner_id: ownerId,
-    created_at: now,
-    updated_at: now,
-  };
-  const query = room ? insertWithRoom(db, { ...row, max: room.max }) : insertRow(db, row, undefined).returning(CONTACT_COLUMNS);
-  const [inserted] = (await db.executeQuery(query)).rows;
-  return inserted;
-}
-
-/** The create's insert with room (creatingOne). */
-const insertWithRoom = preparedStatement([...INSERTED_COLUMNS, 'max'], (db: Kysely<Database>, { max, ...row }) =>
-  insertRow(db, row, { max }).returning(CONTACT_COLUMNS),
+/** A create's insert, as a prepared statement (docs/performance.md). */
+const insertOne = preparedStatement(INSERTED_COLUMNS, (db: Kysely<Database>, row) =>
+  db.insertInto('contacts').values(row).returning(CONTACT_COLUMNS),
 );
 
 /** The owner's contact `id`, or undefined (also when it belongs to someone else). */
@@ -198,8 +176,7 @@ export async function updateContact(
     .updateTable('contacts')
     .set({
       ...columnValues(fields),
-      // A write always moves updated_at, even within the millisecond of the previous one.
-      updated_at: sql<Date>`greatest(${now}::timestamptz, updated_at + interval '1 millisecond')`,
+      updated_at: nextVersion(now),
     })
     .where('owner_id', '=', ownerId)
     .where('id', '=', id)
@@ -287,22 +264,25 @@ export async function listContacts(
   const large = (findsByGrams(conditions) || conditions.some(findsByTrigrams)) && (await hasLargeOwnerIndexes(db, ownerId));
   const fetchable = large && findsByGrams(conditions);
   const counts = (eb: ContactsBuilder) => countPredicate(eb, ownerId, conditions, large);
+  // The owner's size as the triggers keep it in the address book (migration 033): one row, 0 without a book.
   const ownerSize = db
-    .selectFrom('contact_counts')
+    .selectFrom('address_books')
     .where('owner_id', '=', ownerId)
-    .select(sql<number>`coalesce(sum(contacts), 0)`.as('n'));
+    .select(sql<number>`coalesce(max(contacts), 0)`.as('n'));
   const walked = ordered(db.selectFrom('contacts').where(matching(ownerId, conditions)).select('id'), terms)
     .offset(skip)
     .limit(limit);
+  // Joined, not a subquery in the select list, which a sharded database does not push down to the owner's node.
   const fetchMatches = fetchable
-    ? sql<boolean>`${sql.lit(FETCH_TO_WALK_COST)} * count(*) * count(*) <= ${skip + limit}::bigint * (${ownerSize})`
+    ? sql<boolean>`${sql.lit(FETCH_TO_WALK_COST)} * count(*) * count(*) <= ${skip + limit}::bigint * coalesce(max(owner.n), 0)`
     : sql<boolean>`false`;
-  // Without conditions, the total is the owner's size, which triggers keep (migration 008).
+  // Without conditions, the total is the owner's size.
   const counted =
     conditions.length === 0
-      ? db.selectFrom(ownerSize.as('owner')).select([sql<number>`n::integer`.as('total'), fetchMatches.as('fetch_matches')])
+      ? db.selectFrom(ownerSize.as('owner')).select([sql<number>`n::integer`.as('total'), sql<boolean>`false`.as('fetch_matches')])
       : db
           .selectFrom('contacts')
+          .leftJoin(ownerSize.as('owner'), (join) => join.onTrue())
           .where(counts)
           .select((eb) => [eb.fn.countAll<number>().as('total'), fetchMatches.as('fetch_matches')]);
   // The sort's columns of every match; OFFSET 0 keeps the planner from reading them in index order.
@@ -380,9 +360,11 @@ export async function* streamContacts(
 }
 
 /**
- * Inserts `contacts` for `ownerId` (in the caller's transaction: creatingWithin), stamped `now`, skipping any whose e-mail the
- * owner already has (ignoring case, also one committed meanwhile). Returns the e-mails of the rows
- * inserted, as given.
+ * Inserts `contacts` for `ownerId` (in the caller's transaction, which holds the owner's address
+ * book: creatingWithin), stamped `now`, skipping any whose e-mail the owner already has (ignoring
+ * case). No other write of the owner's runs meanwhile, so what heldEmails reads stays true, and no
+ * insert is skipped by ON CONFLICT after its trigger counted it (migration 033). Returns the
+ * e-mails of the rows inserted, as given.
  */
 export async function insertContacts(
   db: Kysely<Database>,
@@ -394,17 +376,24 @@ export async function insertContacts(
   const CHUNK = 1000;
   const inserted = new Set<string>();
   for (let start = 0; start < contacts.length; start += CHUNK) {
+    const chunk = contacts.slice(start, start + CHUNK);
+    const held = await heldEmails(
+      db,
+      ownerId,
+      chunk.map((fields) => fields.email!),
+    );
+    const fresh = chunk.filter((fields) => !held.has(fields.email!.toLowerCase()));
+    if (fresh.length === 0) continue;
     const rows = await db
       .insertInto('contacts')
       .values(
-        contacts.slice(start, start + CHUNK).map((fields) => ({
+        fresh.map((fields) => ({
           ...(columnValues(fields) as Insertable<ContactsTable>),
           owner_id: ownerId,
           created_at: now,
           updated_at: now,
         })),
       )
-      .onConflict((conflict) => conflict.doNothing())
       .returning('email')
       .execute();
     // An import entry always has an e-mail (the create rules).
@@ -591,34 +580,25 @@ export interface CardColumns {
   uid: string | null;
 }
 
-/** Inserts a contact stored from a card, stamped `now`. With `room`, undefined when there was too little (creatingOne). */
+/** Inserts a contact stored from a card, stamped `now`. */
 export async function insertCardContact(
   db: Kysely<Database>,
   ownerId: number,
   fields: ContactFields,
   card: CardColumns,
   now: Date,
-  room?: Room,
-): Promise<CardRow | undefined> {
-  const row = {
-    ...UNSET_FIELDS,
-    ...(columnValues(fields) as Insertable<ContactsTable>),
-    card_name: null,
-    ...card,
-    owner_id: ownerId,
-    created_at: now,
-    updated_at: now,
-  };
-  const query = room
-    ? insertCardWithRoom(db, { ...row, max: room.max })
-    : insertRow(db, row, undefined).returning([...CONTACT_COLUMNS, ...CARD_COLUMNS]);
-  const [inserted] = (await db.executeQuery(query)).rows;
-  return inserted;
+): Promise<CardRow> {
+  const row = { ...UNSET_FIELDS, ...columnValues(fields), card_name: null, ...card, owner_id: ownerId, created_at: now, updated_at: now };
+  const [inserted] = (await db.executeQuery(insertCard(db, row))).rows;
+  return inserted!;
 }
 
-/** A stored card's insert with room (creatingOne). */
-const insertCardWithRoom = preparedStatement([...INSERTED_COLUMNS, ...CARD_COLUMNS, 'max'], (db: Kysely<Database>, { max, ...row }) =>
-  insertRow(db, row, { max }).returning([...CONTACT_COLUMNS, ...CARD_COLUMNS]),
+/** A stored card's insert, as a prepared statement. */
+const insertCard = preparedStatement([...INSERTED_COLUMNS, ...CARD_COLUMNS], (db: Kysely<Database>, row) =>
+  db
+    .insertInto('contacts')
+    .values(row)
+    .returning([...CONTACT_COLUMNS, ...CARD_COLUMNS]),
 );
 
 /**
@@ -636,7 +616,7 @@ export async function updateCardContact(
 ): Promise<CardRow | undefined> {
   return db
     .updateTable('contacts')
-    .set({ ...columnValues(fields), ...card, updated_at: sql<Date>`greatest(${now}::timestamptz, updated_at + interval '1 millisecond')` })
+    .set({ ...columnValues(fields), ...card, updated_at: nextVersion(now) })
     .where('owner_id', '=', ownerId)
     .where('id', '=', id)
     .$if(versions !== undefined, (query) => query.where('updated_at', 'in', versions!))
@@ -657,14 +637,10 @@ export async function listCardIds(db: Kysely<Database>, ownerId: number, afterId
   return rows.map((row) => row.id);
 }
 
-/** Octets of card text the owner stores, as the counting triggers keep them (migration 032): a rendered card counts none. */
+/** Octets of card text the owner stores, as the triggers keep them in the address book (migration 033): a rendered card counts none. */
 export async function storedCardOctets(db: Kysely<Database>, ownerId: number): Promise<number> {
-  const { octets } = await db
-    .selectFrom('contact_counts')
-    .select(sql<string>`coalesce(sum(card_octets), 0)`.as('octets'))
-    .where('owner_id', '=', ownerId)
-    .executeTakeFirstOrThrow();
-  return Number(octets);
+  const book = await db.selectFrom('address_books').select('card_octets').where('owner_id', '=', ownerId).executeTakeFirst();
+  return Number(book?.card_octets ?? 0);
 }
 
 /** A rendered card's octets beyond its `additional_data`: names, e-mail, phone, birthday, UID and framing. */
@@ -737,7 +713,8 @@ export async function findCardRows(db: Kysely<Database>, ownerId: number, ids: r
  * and leaves a tombstone of the name it had (`oldName`), so a CardDAV sync reports that name gone
  * and the card under its new one. A contact has one tombstone by its id, kept for its deletion: a
  * name's tombstone takes a negative id of its own, drawn from the contacts' id sequence (so it
- * never meets another), which the REST sync leaves out. `updated_at` stays: nothing REST shows changes.
+ * never meets another), which the REST sync leaves out, at the position the rename gave the card
+ * (its trigger), just before it in a sync's order. `updated_at` stays: nothing REST shows changes.
  */
 export async function renameCard(
   db: Kysely<Database>,
@@ -755,11 +732,12 @@ export async function renameCard(
     .where('updated_at', 'in', versions)
     // A rename keeps updated_at: the name read must still be the card's (null: its derived name).
     .where((eb) => eb.or([eb('card_name', '=', oldName), eb('card_name', 'is', null)]))
-    .returning([...CONTACT_COLUMNS, ...CARD_COLUMNS])
+    .returning([...CONTACT_COLUMNS, ...CARD_COLUMNS, 'change_position'])
     .executeTakeFirst();
   if (!renamed) return undefined;
+  const { change_position: position, ...card } = renamed;
   await sql`
-    insert into contact_tombstones (contact_id, owner_id, card_name)
-    values ((-nextval(pg_get_serial_sequence('contacts', 'id')))::integer, ${ownerId}, ${oldName})`.execute(db);
-  return renamed;
+    insert into contact_tombstones (contact_id, owner_id, card_name, change_position)
+    values ((-nextval(pg_get_serial_sequence('contacts', 'id')))::integer, ${ownerId}, ${oldName}, ${position})`.execute(db);
+  return card;
 }

@@ -134,7 +134,7 @@ async function refusingOverQuota<T>(deps: ContactsDeps, run: (max: number) => Pr
 
 /**
  * Runs `create` within the owner's quota (repository.creatingWithin) through `db` (the pool, or a
- * transaction to run in): exact, as one owner's creates take a lock in turn.
+ * transaction to run in): exact, as one owner's creates lock the owner's address book in turn.
  */
 export async function withinQuota<T>(
   deps: ContactsDeps,
@@ -146,12 +146,12 @@ export async function withinQuota<T>(
   return refusingOverQuota(deps, (max) => repository.creatingWithin(db, ownerId, max, create), refusal);
 }
 
-/** Creates one contact by `insert` within the owner's quota, through `db`; far below it, without the lock (repository.creatingOne). */
+/** Creates one contact by `insert` within the owner's quota, through `db` (repository.creatingOne). */
 function oneWithinQuota<T>(
   deps: ContactsDeps,
   db: ContactsDeps['db'],
   ownerId: number,
-  insert: (db: ContactsDeps['db'], room?: repository.Room) => Promise<T | undefined>,
+  insert: (db: ContactsDeps['db']) => Promise<T>,
 ): Promise<T> {
   return refusingOverQuota(deps, (max) => repository.creatingOne(db, ownerId, max, insert), contactLimit);
 }
@@ -186,9 +186,7 @@ export async function createFromCard(
   card: repository.CardColumns,
   now: Date,
 ): Promise<repository.CardRow> {
-  const row = await oneWithinQuota(deps, deps.db, ownerId, (db, room) =>
-    repository.insertCardContact(db, ownerId, fields, card, now, room),
-  );
+  const row = await oneWithinQuota(deps, deps.db, ownerId, (db) => repository.insertCardContact(db, ownerId, fields, card, now));
   if (row.id % PROMOTION_CHECK_EVERY === 0) deps.largeOwners.check(ownerId);
   return row;
 }
@@ -207,9 +205,7 @@ export async function createContact(deps: ContactsDeps, ownerId: number, body: C
 async function insertContact(deps: ContactsDeps, db: ContactsDeps['db'], ownerId: number, body: ContactCreate): Promise<Contact> {
   const now = deps.now();
   const fields = applyContactRules(writableFields(body), now);
-  const row = await writing(() =>
-    oneWithinQuota(deps, db, ownerId, (db, room) => repository.insertContact(db, ownerId, fields, now, room)),
-  );
+  const row = await writing(() => oneWithinQuota(deps, db, ownerId, (db) => repository.insertContact(db, ownerId, fields, now)));
   return toContact(row);
 }
 

@@ -1,10 +1,9 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import fp from 'fastify-plugin';
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database } from '../db/database.js';
 
 /**
- * Large owners (migrations 018, 019 and 022): the search grams and the trigram indexes are kept only
+ * Large owners (migrations 018, 019, 022 and 033): the search grams and the trigram indexes are kept only
  * for the contacts of owners with more than LARGE_OWNER_CONTACTS, so an ordinary owner's writes never
  * compute them. An owner is
  * promoted in the background once its count passes the threshold: at start-up, after an import, and
@@ -28,7 +27,6 @@ declare module 'fastify' {
 export const PROMOTION_CHECK_EVERY = 100;
 /** Contacts marked per statement: each batch's row locks are held only for its own statement. */
 const MARK_BATCH = 1000;
-const WAIT_POLL_MS = 50;
 
 /** Whether the owner's contacts are all in the large-owner indexes (grams and trigrams), so a search may look them up there. */
 export async function hasLargeOwnerIndexes(db: Kysely<Database>, ownerId: number): Promise<boolean> {
@@ -37,33 +35,27 @@ export async function hasLargeOwnerIndexes(db: Kysely<Database>, ownerId: number
 }
 
 /**
- * Makes the owner a large one: its row in large_owners (from then on, the insert trigger of 023
- * marks its new contacts), a wait for every transaction already running (one may have inserted
- * before it could see the row), every contact marked in batches, then `ready`. Safe to repeat.
+ * Makes the owner a large one: its row in large_owners (from then on, the insert trigger of 033
+ * marks its new contacts), added in a transaction that then locks the owner's address book, which
+ * every insert locks before it reads large_owners: once that lock is taken, each insert that could
+ * not see the row has committed. Then every contact is marked in batches, and the row is `ready`.
+ * Safe to repeat.
  */
 export async function promoteOwner(db: Kysely<Database>, ownerId: number, stopping: () => boolean = () => false): Promise<void> {
-  await db
-    .insertInto('large_owners')
-    .values({ owner_id: ownerId })
-    .onConflict((conflict) => conflict.doNothing())
-    .execute();
-  // The transactions of this database that hold an id (have written) then: each is over once its
-  // backend holds another id or none.
-  const running = sql<{ pid: number; xid: string }>`
-    select pid, backend_xid::text as xid from pg_stat_activity
-     where datid = (select oid from pg_database where datname = current_database()) and backend_xid is not null and pid <> pg_backend_pid()`;
-  const before = (await running.execute(db)).rows;
-  while (before.length > 0) {
-    const now = new Set((await running.execute(db)).rows.map(({ pid, xid }) => `${pid}:${xid}`));
-    if (!before.some(({ pid, xid }) => now.has(`${pid}:${xid}`))) break;
-    if (stopping()) return;
-    await sleep(WAIT_POLL_MS);
-  }
+  await db.transaction().execute(async (trx) => {
+    await trx
+      .insertInto('large_owners')
+      .values({ owner_id: ownerId })
+      .onConflict((conflict) => conflict.doNothing())
+      .execute();
+    await trx.selectFrom('address_books').select('owner_id').where('owner_id', '=', ownerId).forUpdate().execute();
+  });
   for (;;) {
     if (stopping()) return;
     const marked = await db
       .updateTable('contacts')
       .set({ large_owner: true })
+      .where('owner_id', '=', ownerId)
       .where('id', 'in', (eb) =>
         eb
           .selectFrom('contacts')
@@ -79,15 +71,15 @@ export async function promoteOwner(db: Kysely<Database>, ownerId: number, stoppi
   await db.updateTable('large_owners').set({ ready: true }).where('owner_id', '=', ownerId).execute();
 }
 
-/** Owners past `threshold` contacts (the counts of 008) that are not ready yet, `only` one if given. */
+/** Owners past `threshold` contacts (their address books' counts) that are not ready yet, `only` one if given. */
 export async function ownersToPromote(db: Kysely<Database>, threshold: number, only?: number): Promise<number[]> {
   const rows = await db
-    .selectFrom('contact_counts')
-    .select('owner_id')
-    .$if(only !== undefined, (query) => query.where('owner_id', '=', only!))
-    .where('owner_id', 'not in', (eb) => eb.selectFrom('large_owners').select('owner_id').where('ready', '=', true))
-    .groupBy('owner_id')
-    .having(sql<number>`sum(contacts)`, '>', threshold)
+    .selectFrom('address_books')
+    .leftJoin('large_owners', 'large_owners.owner_id', 'address_books.owner_id')
+    .select('address_books.owner_id')
+    .$if(only !== undefined, (query) => query.where('address_books.owner_id', '=', only!))
+    .where('address_books.contacts', '>', threshold)
+    .where((eb) => eb.or([eb('large_owners.ready', 'is', null), eb('large_owners.ready', '=', false)]))
     .execute();
   return rows.map((row) => row.owner_id);
 }

@@ -6,16 +6,15 @@ import { decodeSyncToken, encodeSyncToken, type SyncState, SyncTokenError } from
 import * as repository from './sync.repository.js';
 
 /*
- * Incremental sync that misses no change, however writes interleave. Every contact row carries the
- * id of the transaction that last wrote it, and every deletion leaves a tombstone with its
- * transaction's id (triggers: migration 005). A round reads all changes of transactions from its
- * frontier on, where a frontier is the oldest transaction still running when it was taken (or one
- * past the owner's latest change when lower, which also holds across a failover:
- * sync.repository.ts ownerFrontier). A
- * transaction below the frontier had finished, so the round before saw its changes; one at or above
- * it is read by the round that starts there, whenever it commits, however late and through whichever
- * instance. Each round's frontier for the next one is taken before the round reads anything. A
- * change can therefore be read twice (harmless: the client puts the same state again), never not at all.
+ * Incremental sync that misses no change, however writes interleave. Each owner's address book
+ * counts the owner's changes: every contact row carries the position of its last write, and every
+ * deletion leaves a tombstone with its position (triggers: migration 033). A round reads all
+ * changes from its frontier on, where a frontier is one past the owner's latest position when it
+ * was taken (sync.repository.ts ownerFrontier). An owner's writes take the book's row lock in turn,
+ * so a change below the frontier had committed, and the round before saw it; one at or above it is
+ * read by the round that starts there, whenever it commits and through whichever instance or node.
+ * Each round's frontier for the next one is taken before the round reads anything. A change can
+ * therefore be read twice (harmless: the client puts the same state again), never not at all.
  */
 
 type SyncPage = components['schemas']['SyncPage'];
@@ -33,9 +32,9 @@ const DAY_MS = 86_400_000;
  */
 const PURGE_MARGIN_MS = DAY_MS;
 
-/** Forgets the tombstones past the retention (and its margin), as every sync of either face does. */
-export async function purgeTombstones(deps: SyncDeps, now: number): Promise<void> {
-  await repository.purgeTombstones(deps.db, new Date(now - deps.config.syncTombstoneDays * DAY_MS - PURGE_MARGIN_MS));
+/** Forgets the owner's tombstones past the retention (and its margin), as every sync of either face does. */
+export async function purgeTombstones(deps: SyncDeps, ownerId: number, now: number): Promise<void> {
+  await repository.purgeTombstones(deps.db, ownerId, new Date(now - deps.config.syncTombstoneDays * DAY_MS - PURGE_MARGIN_MS));
 }
 
 /** A page of the owner's changes since `token` (everything without one); see the comment above. */
@@ -52,7 +51,7 @@ export async function syncContacts(deps: SyncDeps, ownerId: number, token: strin
     if (error instanceof SyncTokenError) throw error.expired ? new HttpError(410, error.message) : new BadRequest(error.message);
     throw error;
   }
-  await purgeTombstones(deps, now);
+  await purgeTombstones(deps, ownerId, now);
   const { contacts, deleted, next, hasMore } =
     state.phase === 'full' ? await fullPage(deps, ownerId, state, limit) : await deltaPage(deps, ownerId, state, limit, now);
   return { contacts, deleted, next_token: encodeSyncToken(deps.config.jwtSecret, ownerId, next), has_more: hasMore };
@@ -103,7 +102,7 @@ async function deltaPage(
   const last = page.at(-1);
   const next: SyncState =
     hasMore && last
-      ? { ...state, after: { xid: last.xid, id: last.id }, ...round }
+      ? { ...state, after: { position: last.position, id: last.id }, ...round }
       : { phase: 'delta', since: round.next, sinceAt: round.nextAt, after: null, next: null, nextAt: null };
   return {
     // Deleted since the change was read: its tombstone is at or above the next frontier, so the next round says so.

@@ -651,10 +651,13 @@ export type paths = {
          *     exactly the server's contacts, even while writes commit concurrently through several
          *     instances: no change is ever missed. A page may repeat a contact the client already holds in
          *     that same state; applying it again is harmless. Tokens are opaque and signed; they belong to
-         *     the user they were issued to.
+         *     the user they were issued to. A token holds a position in the user's own count of changes,
+         *     which means the same on every instance and database node, also after a failover or a move
+         *     of the user's data.
          *
          *     Deletions are remembered for `SYNC_TOMBSTONE_DAYS` (30): a token older than that is 410, and
-         *     the client starts a full sync again.
+         *     the client starts a full sync again. A token issued before sync positions (by a service that
+         *     held transaction ids in its tokens) is 410 too: it cannot be compared with a position.
          *
          *     Limited to 120 pages a minute per user (`RATE_LIMIT_SYNC_PER_MIN`), shared with CardDAV's
          *     whole-book reads (`sync-collection`, PROPFIND Depth 1 of the book, `addressbook-query`); past it 429. A client polling every few seconds stays far below it;
@@ -2880,7 +2883,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["NotAuthenticated"];
-            /** @description The token is older than `SYNC_TOMBSTONE_DAYS`; deletions since may be forgotten. */
+            /** @description The token is older than `SYNC_TOMBSTONE_DAYS` (deletions since may be forgotten), or was issued before sync positions. */
             410: {
                 headers: {
                     [name: string]: unknown;

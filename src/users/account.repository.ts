@@ -7,10 +7,11 @@ import { deleteUserKeys } from './users.repository.js';
 /**
  * Deletes the user and every row the user owns in one transaction, if the password is still
  * `checkedPasswordHash` (the one the request proved): the user's row lock is taken first, so a
- * password change or reset comes wholly before or after. The foreign keys cascade to contacts
- * (and their cards), the avatar, app passwords, idempotency keys and large_owners; a trigger
- * drops contact_counts. Deleting the contacts writes their tombstones (a trigger), and neither the
- * tombstones nor the purge horizon have a foreign key, so both go here; so do the username and
+ * password change or reset comes wholly before or after. The address book goes first: without it
+ * the contacts' deletion trigger writes no tombstones and counts nothing (migration 033), which
+ * would otherwise update the book once per contact. The foreign keys cascade to contacts (and their
+ * cards), the avatar, app passwords, idempotency keys and large_owners; the tombstones of earlier
+ * deletions and the purge horizon have no foreign key, so both go here; so do the username and
  * e-mail keys and a legacy avatar name, which are keyed by the name, not by the user. False when the password
  * changed meanwhile or the user is gone. A book of 100,000 contacts takes seconds, so the
  * transaction's statements have the bulk bound (`statementTimeoutMs`), as an import's do.
@@ -30,6 +31,7 @@ export async function deleteAccount(
       .forUpdate()
       .executeTakeFirst();
     if (user?.password_hash !== checkedPasswordHash) return false;
+    await trx.deleteFrom('address_books').where('owner_id', '=', userId).execute();
     await trx.deleteFrom('users').where('id', '=', userId).execute();
     await deleteUserKeys(trx, { id: userId, username: user.username, email: user.email });
     await forgetLegacyAvatarName(trx, userId, user.avatar);

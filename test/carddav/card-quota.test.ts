@@ -36,7 +36,7 @@ const put = (name: string, text: string) => dav('PUT', `${book}${name}`, text, V
 /** The owner's total as the triggers keep it, and as the stored cards add up. */
 async function totals(ownerId: number): Promise<{ kept: number; stored: number }> {
   const { rows } = await sql<{ kept: string; stored: string }>`
-    select (select coalesce(sum(card_octets), 0) from contact_counts where owner_id = ${ownerId}) as kept,
+    select (select coalesce(max(card_octets), 0) from address_books where owner_id = ${ownerId}) as kept,
            (select coalesce(sum(octet_length(card)), 0) from contacts where owner_id = ${ownerId}) as stored`.execute(app.db);
   return { kept: Number(rows[0]!.kept), stored: Number(rows[0]!.stored) };
 }

@@ -3,10 +3,12 @@
  * §3; the sync token and ctag on the REST sync frontier; XML safety (external entities and entity
  * expansion refused before anything is fetched or expanded); request bodies that are not XML.
  */
+import { createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { as, buildContactsApp, contactBody, createUser } from '../contacts/fixtures.js';
+import { TEST_JWT_SECRET } from '../helper.js';
 import { card, davAs, davUser, responseHrefs, xmlTag } from './dav-client.js';
 
 const app = await buildContactsApp(t);
@@ -343,6 +345,22 @@ t.test("sync-collection refusals: a malformed, tampered or another user's token 
   }
   const depth = await report('<D:sync-collection xmlns:D="DAV:"><D:sync-token/><D:prop/></D:sync-collection>', { depth: '1' });
   t.equal(depth.statusCode, 400);
+});
+
+t.test('a sync token handed out before sync positions is 403 valid-sync-token: the client syncs in full again', async (t) => {
+  // Signed as tokens were when they held transaction ids (the key label of that time).
+  const key = createHmac('sha256', TEST_JWT_SECRET).update('contacts dav sync token').digest();
+  const signed = (claims: Record<string, unknown>) => {
+    const payload = Buffer.from(JSON.stringify({ u: user.id, ...claims })).toString('base64url');
+    return `urn:contacts-service:sync:${payload}.${createHmac('sha256', key).update(payload).digest().subarray(0, 16).toString('base64url')}`;
+  };
+  for (const token of [signed({ f: '734' }), signed({ f: '734', a: 12 }), signed({ f: '734', x: '735', i: 3, n: '740' })]) {
+    const res = await syncCollection(token);
+    t.equal(res.statusCode, 403);
+    t.match(res.body, /<D:valid-sync-token\/><X:detail>Sync token from before sync positions: start a full sync<\/X:detail>/);
+  }
+  const full = await syncCollection('');
+  t.equal(full.statusCode, 207, 'an empty token: every card again');
 });
 
 t.test(

@@ -10,6 +10,8 @@ import { emptyDatabase } from '../helper.js';
 
 const MIGRATION = '032-card-octets';
 const before = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < MIGRATION));
+// Up to 032: 033 replaced its counts with the address books (test/contacts/address-books.test.ts).
+const upTo = Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= MIGRATION));
 
 const db = await emptyDatabase(t);
 t.teardown(() => db.destroy());
@@ -50,7 +52,7 @@ t.test('fills the octets of the cards a database already holds', async (t) => {
   await insert(alice, 'x'.repeat(50));
   await insert(alice, null);
   await insert(bob, null);
-  t.same(await migrateToLatest(db, migrations), [MIGRATION]);
+  t.same(await migrateToLatest(db, upTo), [MIGRATION]);
   t.same(await keptAndStored(), { kept: { [alice]: 250 }, stored: { [alice]: 250 } });
 });
 

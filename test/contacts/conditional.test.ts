@@ -32,11 +32,11 @@ app.cache.read = async (userId, key) => {
 };
 const lastRead = () => (cacheReads.at(-1) ? 'HIT' : 'MISS');
 
-/** The contact's row exactly as stored, every column (the transaction id of its last write too). */
+/** The contact's row exactly as stored, every column (the sync position of its last write too). */
 async function storedRow(id: number): Promise<Record<string, unknown> | undefined> {
-  const { rows } = await sql<Record<string, unknown>>`select *, change_xid::text as change_xid from contacts where id = ${id}`.execute(
-    app.db,
-  );
+  const { rows } = await sql<
+    Record<string, unknown>
+  >`select *, change_position::text as change_position from contacts where id = ${id}`.execute(app.db);
   return rows[0];
 }
 

@@ -67,8 +67,8 @@ const positions = async (ownerId: number) =>
   (
     await sql<{
       id: number;
-      change_xid: string;
-    }>`select id, change_xid::text from contacts where owner_id = ${ownerId} order by id`.execute(app.db)
+      change_position: string;
+    }>`select id, change_position::text from contacts where owner_id = ${ownerId} order by id`.execute(app.db)
   ).rows;
 
 t.test('an import past the threshold promotes the owner: the same answers, the same sync positions, every contact marked', async (t) => {

@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import t from 'tap';
-import { CREATES_LOCK } from '../../src/contacts/contacts.repository.js';
 import { card, davAs, davUser } from '../carddav/dav-client.js';
 import { backend } from '../helper.js';
 import { as, buildContactsApp, contactBody, createUser } from './fixtures.js';
@@ -53,12 +52,8 @@ t.test('CONTACTS_MAX_PER_USER on every face that creates', async (t) => {
     t.same(statuses, [...Array(MAX).fill(201), ...Array(20 - MAX).fill(409)]);
     for (const res of answers.filter((answer) => answer.statusCode === 409)) t.equal(res.body, full);
     t.equal(await countOf(user.id), MAX);
-    const counted = await app.db
-      .selectFrom('contact_counts')
-      .where('owner_id', '=', user.id)
-      .select((eb) => eb.fn.sum<number>('contacts').as('n'))
-      .executeTakeFirstOrThrow();
-    t.equal(Number(counted.n), MAX, 'the kept count agrees');
+    const book = await app.db.selectFrom('address_books').select('contacts').where('owner_id', '=', user.id).executeTakeFirstOrThrow();
+    t.equal(book.contacts, MAX, "the address book's count agrees");
   });
 
   await t.test('import: counted whole; one that would pass the quota creates nothing', async (t) => {
@@ -125,22 +120,28 @@ t.test('CONTACTS_MAX_PER_USER on every face that creates', async (t) => {
 });
 
 t.test(
-  "far below the quota a create takes no lock; near it, it waits for the owner's lock",
+  "a create waits for the owner's address book while another transaction holds it; another owner's does not",
   { skip: backend === 'embedded' && 'PGlite has one connection' },
   async (t) => {
-    // With 1,002 allowed, a create skips the lock while the owner has at most 2 (1,000 to spare).
-    const app = await buildContactsApp(t, { env: { CONTACTS_MAX_PER_USER: '1002' } });
+    const app = await buildContactsApp(t, { env: { CONTACTS_MAX_PER_USER: '2' } });
     const user = await createUser(app);
+    const other = await createUser(app);
     const call = as(app, user);
+    t.equal((await call('POST', '/api/contacts/', contactBody())).statusCode, 201);
     await app.db.connection().execute(async (session) => {
-      await sql`select pg_advisory_lock(${CREATES_LOCK}::integer, ${user.id}::integer)`.execute(session);
-      for (let i = 1; i <= 3; i++)
-        t.equal((await call('POST', '/api/contacts/', contactBody())).statusCode, 201, `create ${i}: no lock taken`);
+      await sql`begin`.execute(session);
+      await sql`select from address_books where owner_id = ${user.id} for update`.execute(session);
       const locked = call('POST', '/api/contacts/', contactBody());
-      const waited = await Promise.race([locked.then(() => false), sleep(1000, true, { ref: false })]);
-      t.equal(waited, true, 'create 4 (3 contacts, 999 to spare) waits for the lock');
-      await sql`select pg_advisory_unlock(${CREATES_LOCK}::integer, ${user.id}::integer)`.execute(session);
-      t.equal((await locked).statusCode, 201, 'and is made once the lock is free');
+      const blocked = sql<{
+        n: number;
+      }>`select count(*)::int as n from pg_stat_activity where pg_backend_pid() = any(pg_blocking_pids(pid))`;
+      while ((await blocked.execute(session)).rows[0]!.n === 0) await sleep(10);
+      t.equal((await as(app, other)('POST', '/api/contacts/', contactBody())).statusCode, 201, "another owner's create goes through");
+      await sql`insert into contacts (owner_id, first_name, last_name) values (${user.id}, 'Held', 'Lock')`.execute(session);
+      await sql`commit`.execute(session);
+      t.equal((await locked).statusCode, 409, 'the waiting create then counts the contact committed meanwhile: full');
     });
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from contacts where owner_id = ${user.id}`.execute(app.db);
+    t.equal(rows[0]!.n, 2);
   },
 );

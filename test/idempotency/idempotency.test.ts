@@ -7,14 +7,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import t from 'tap';
-import { CREATES_LOCK } from '../../src/contacts/contacts.repository.js';
 import { as, buildContactsApp, type Caller, contactBody, createUser } from '../contacts/fixtures.js';
 import { backend } from '../helper.js';
 import { answerDroppingProxy } from './answer-dropping-proxy.js';
 
 const HOUR_MS = 3_600_000;
 let clock = new Date('2026-06-01T12:00:00.000Z');
-// A user's creates skip the owner's lock while 1,000 are to spare: the first five; from the sixth on they take it.
 const QUOTA = 1004;
 const app = await buildContactsApp(t, {
   now: () => clock,
@@ -217,13 +215,14 @@ t.test(
     for (let i = 0; i < 5; i++) t.equal((await call('POST', '/api/contacts/', contactBody())).statusCode, 201);
     const body = contactBody();
     await app.db.connection().execute(async (session) => {
-      // Near the quota a create waits for the owner's lock, inside the key's transaction.
-      await sql`select pg_advisory_lock(${CREATES_LOCK}::integer, ${user.id}::integer)`.execute(session);
+      // A create waits for the owner's address book, locked here, inside the key's transaction.
+      await sql`begin`.execute(session);
+      await sql`select from address_books where owner_id = ${user.id} for update`.execute(session);
       const first = create(call, 'slow', body);
       for (let waited = 0; ; waited += 10) {
         const { rows } = await sql<{
           n: number;
-        }>`select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`.execute(session);
+        }>`select count(*)::int as n from pg_stat_activity where pg_backend_pid() = any(pg_blocking_pids(pid))`.execute(session);
         if (rows[0]!.n > 0) break;
         if (waited > 10_000) throw new Error('the keyed create never waited for the lock');
         await sleep(10);
@@ -234,7 +233,7 @@ t.test(
       t.equal(second.headers['retry-after'], '1');
       const reused = await create(call, 'slow', contactBody());
       t.equal(reused.statusCode, 409, 'in progress comes before any comparison: the first may still fail');
-      await sql`select pg_advisory_unlock(${CREATES_LOCK}::integer, ${user.id}::integer)`.execute(session);
+      await sql`commit`.execute(session);
       const written = await first;
       t.equal(written.statusCode, 201);
       const third = await create(call, 'slow', body);

@@ -8,13 +8,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
 import { createContactsClient, login, type RetryOptions, tokenSession } from '../../sdk/src/index.js';
-import { CREATES_LOCK } from '../../src/contacts/contacts.repository.js';
 import { buildAccountsApp, verifiedUser } from '../auth/accounts.js';
 import { backend } from '../helper.js';
 import { answerDroppingProxy } from '../idempotency/answer-dropping-proxy.js';
 
-// Every create takes the owner's lock (no 1,000 to spare), so a test can hold one mid-write.
-const app = await buildAccountsApp(t, { env: { CONTACTS_MAX_PER_USER: '999' } });
+const app = await buildAccountsApp(t);
 const serviceUrl = await app.listen({ host: '127.0.0.1', port: 0 });
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -189,13 +187,15 @@ t.test(
   async (t) => {
     const { proxy, client, attempts, user, contactsHeld } = await harness(t);
     await app.db.connection().execute(async (session) => {
-      // The first attempt's create waits for the owner's lock, inside its key's transaction.
-      await sql`select pg_advisory_lock(${CREATES_LOCK}::integer, ${user.id}::integer)`.execute(session);
+      // The first attempt's create waits for the owner's address book, locked here, inside its key's transaction.
+      await sql`begin`.execute(session);
+      await sql`insert into address_books (owner_id) values (${user.id}) on conflict do nothing`.execute(session);
+      await sql`select from address_books where owner_id = ${user.id} for update`.execute(session);
       const call = client.POST('/api/contacts/', { body: contact() });
       for (let waited = 0; ; waited += 10) {
         const { rows } = await sql<{
           n: number;
-        }>`select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`.execute(session);
+        }>`select count(*)::int as n from pg_stat_activity where pg_backend_pid() = any(pg_blocking_pids(pid))`.execute(session);
         if (rows[0]!.n > 0) break;
         if (waited > 10_000) throw new Error('the create never waited for the lock');
         await sleep(10);
@@ -206,7 +206,7 @@ t.test(
         if (waited > 10_000) throw new Error(`no 409: ${JSON.stringify(attempts)}`);
         await sleep(10);
       }
-      await sql`select pg_advisory_unlock(${CREATES_LOCK}::integer, ${user.id}::integer)`.execute(session);
+      await sql`commit`.execute(session);
       const created = await call;
       t.equal(created.response.status, 201);
       t.equal(created.response.headers.get('Idempotent-Replayed'), 'true');

@@ -155,7 +155,7 @@ t.test('DELETE /api/users/me removes everything, everywhere', async (t) => {
     'user_emails',
     'contacts',
     'contact_tombstones',
-    'contact_counts',
+    'address_books',
     'avatars',
     'app_passwords',
     'idempotency_keys',

@@ -23,6 +23,7 @@ import * as resetTokenId from './025-reset-token-id.js';
 import * as idempotencyKeys from './026-idempotency-keys.js';
 import * as bookProperties from './031-book-properties.js';
 import * as cardOctets from './032-card-octets.js';
+import * as addressBooks from './033-address-books.js';
 import * as accountKeys from './034-account-keys.js';
 import * as distributeByOwner from './035-distribute-by-owner.js';
 import * as idempotencyPurgeByOwner from './036-idempotency-purge-by-owner.js';
@@ -53,6 +54,7 @@ export const migrations: Record<string, AppMigration> = {
   '026-idempotency-keys': idempotencyKeys,
   '031-book-properties': bookProperties,
   '032-card-octets': cardOctets,
+  '033-address-books': addressBooks,
   '034-account-keys': accountKeys,
   '035-distribute-by-owner': distributeByOwner,
   '036-idempotency-purge-by-owner': idempotencyPurgeByOwner,
