@@ -27,6 +27,14 @@ export const backend: Backend =
   process.env.TEST_BACKEND === 'embedded' ? 'embedded' : process.env.TEST_BACKEND === 'citus' ? 'citus' : 'postgres';
 /** The Citus nodes' admin URLs, coordinator first (test/run.ts sets TEST_CITUS_NODES for the citus pass). */
 export const CITUS_NODES = (process.env.TEST_CITUS_NODES ?? '').split(',').filter(Boolean);
+/**
+ * Counts (as `n`) the sessions of the test's database waiting for a lock another holds. On Citus a
+ * row's lock is taken on the worker that holds it, where citus_lock_waits finds the waits.
+ */
+export const LOCK_WAITERS_SQL =
+  backend === 'citus'
+    ? 'select count(distinct waiting_gpid)::int as n from citus_lock_waits'
+    : "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
 /** Why a test that needs the Citus cluster is skipped on this backend, or false on citus. */
 export const onlyOnCitus = backend !== 'citus' && 'needs a Citus cluster: npm test -- --backend citus';
 

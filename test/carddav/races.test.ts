@@ -12,7 +12,7 @@ import t, { type Test } from 'tap';
 import { loadConfig } from '../../plugins/config.js';
 import { buildApp } from '../../src/app.js';
 import { buildContactsApp, contactBody } from '../contacts/fixtures.js';
-import { backend, testEnv } from '../helper.js';
+import { backend, LOCK_WAITERS_SQL, testEnv } from '../helper.js';
 import { card, davUser, xmlTag } from './dav-client.js';
 
 const ROUNDS = 12;
@@ -30,17 +30,10 @@ async function connect(t: Test): Promise<pg.Client> {
   return client;
 }
 
-/**
- * Resolves once `n` sessions of the database wait for a lock. On Citus the waits are on the worker
- * that holds the row; citus_lock_waits gathers them from every node.
- */
+/** Resolves once `n` sessions of the database wait for a lock. */
 async function lockWaiters(monitor: pg.Client, n: number): Promise<void> {
-  const waiters =
-    backend === 'citus'
-      ? `select count(distinct waiting_gpid)::int as n from citus_lock_waits`
-      : `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`;
   for (let attempt = 0; attempt < 500; attempt++) {
-    const { rows } = await monitor.query<{ n: number }>(waiters);
+    const { rows } = await monitor.query<{ n: number }>(LOCK_WAITERS_SQL);
     if (rows[0]!.n >= n) return;
     await sleep(10);
   }

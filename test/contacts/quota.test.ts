@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import t from 'tap';
 import { card, davAs, davUser } from '../carddav/dav-client.js';
-import { backend } from '../helper.js';
+import { backend, LOCK_WAITERS_SQL } from '../helper.js';
 import { as, buildContactsApp, contactBody, createUser } from './fixtures.js';
 
 /** The quota is small here (CONTACTS_MAX_PER_USER); one app for the whole file. */
@@ -132,9 +132,7 @@ t.test(
       await sql`begin`.execute(session);
       await sql`select from address_books where owner_id = ${user.id} for update`.execute(session);
       const locked = call('POST', '/api/contacts/', contactBody());
-      const blocked = sql<{
-        n: number;
-      }>`select count(*)::int as n from pg_stat_activity where pg_backend_pid() = any(pg_blocking_pids(pid))`;
+      const blocked = sql<{ n: number }>`${sql.raw(LOCK_WAITERS_SQL)}`;
       while ((await blocked.execute(session)).rows[0]!.n === 0) await sleep(10);
       t.equal((await as(app, other)('POST', '/api/contacts/', contactBody())).statusCode, 201, "another owner's create goes through");
       await sql`insert into contacts (owner_id, first_name, last_name) values (${user.id}, 'Held', 'Lock')`.execute(session);

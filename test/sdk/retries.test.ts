@@ -6,6 +6,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
+import pg from 'pg';
 import t, { type Test } from 'tap';
 import { createContactsClient, login, type RetryOptions, tokenSession } from '../../sdk/src/index.js';
 import { buildAccountsApp, verifiedUser } from '../auth/accounts.js';
@@ -186,31 +187,33 @@ t.test(
   { skip: backend === 'embedded' && 'PGlite has one session: its transactions never overlap' },
   async (t) => {
     const { proxy, client, attempts, user, contactsHeld } = await harness(t);
-    await app.db.connection().execute(async (session) => {
-      // The first attempt's create waits for the owner's address book, locked here, inside its key's transaction.
-      await sql`begin`.execute(session);
-      await sql`insert into address_books (owner_id) values (${user.id}) on conflict do nothing`.execute(session);
-      await sql`select from address_books where owner_id = ${user.id} for update`.execute(session);
-      const call = client.POST('/api/contacts/', { body: contact() });
-      for (let waited = 0; ; waited += 10) {
-        const { rows } = await sql<{
-          n: number;
-        }>`select count(*)::int as n from pg_stat_activity where pg_backend_pid() = any(pg_blocking_pids(pid))`.execute(session);
-        if (rows[0]!.n > 0) break;
-        if (waited > 10_000) throw new Error('the create never waited for the lock');
-        await sleep(10);
-      }
-      // Its answer will never come back; the service goes on with it.
-      proxy.cutAll();
-      for (let waited = 0; !attempts.some((a) => a.outcome === 409); waited += 10) {
-        if (waited > 10_000) throw new Error(`no 409: ${JSON.stringify(attempts)}`);
-        await sleep(10);
-      }
-      await sql`commit`.execute(session);
-      const created = await call;
-      t.equal(created.response.status, 201);
-      t.equal(created.response.headers.get('Idempotent-Replayed'), 'true');
-    });
+    // A session of the test's own: the first attempt's create waits for the owner's address book,
+    // locked here, inside its key's transaction.
+    const session = new pg.Client({ connectionString: app.config.databaseUrl! });
+    await session.connect();
+    t.teardown(() => session.end());
+    await session.query('insert into address_books (owner_id) values ($1) on conflict do nothing', [user.id]);
+    await session.query('begin');
+    await session.query('select from address_books where owner_id = $1 for update', [user.id]);
+    const call = client.POST('/api/contacts/', { body: contact() });
+    for (let waited = 0; ; waited += 10) {
+      const { rows } = await session.query<{ n: number }>(
+        'select count(*)::int as n from pg_stat_activity where pg_backend_pid() = any(pg_blocking_pids(pid))',
+      );
+      if (rows[0]!.n > 0) break;
+      if (waited > 10_000) throw new Error('the create never waited for the lock');
+      await sleep(10);
+    }
+    // Its answer will never come back; the service goes on with it.
+    proxy.cutAll();
+    for (let waited = 0; !attempts.some((a) => a.outcome === 409); waited += 10) {
+      if (waited > 10_000) throw new Error(`no 409: ${JSON.stringify(attempts)}`);
+      await sleep(10);
+    }
+    await session.query('commit');
+    const created = await call;
+    t.equal(created.response.status, 201);
+    t.equal(created.response.headers.get('Idempotent-Replayed'), 'true');
     t.same(
       attempts.map((a) => a.outcome),
       ['network error', 409, 201],
