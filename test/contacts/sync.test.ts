@@ -272,7 +272,7 @@ t.test('delta pages: limit counts contacts and deleted ids together; has_more un
 });
 
 t.test("only the user's own changes, and a direct SQL write is seen too", async (t) => {
-  const { call: alice } = await newUser();
+  const { user: aliceUser, call: alice } = await newUser();
   const { call: bob } = await newUser();
   const [mine] = await createContacts(alice, [contactBody()]);
   const replica = new Replica(alice);
@@ -289,15 +289,14 @@ t.test("only the user's own changes, and a direct SQL write is seen too", async 
   t.strictSame(quiet.deleted, []);
 
   // A tool that writes the table directly (psql, a migration) is seen by the triggers.
-  await sql`update contacts set first_name = 'Direct', updated_at = updated_at + interval '1 second' where id = ${mine!.id}`.execute(
-    app.db,
-  );
+  await sql`update contacts set first_name = 'Direct', updated_at = ${new Date(clock.getTime() + 1000)}
+             where owner_id = ${aliceUser.id} and id = ${mine!.id}`.execute(app.db);
   const direct = await page(alice, replica.token);
   t.strictSame(
     direct.contacts.map((c) => [c.id, c.first_name]),
     [[mine!.id, 'Direct']],
   );
-  await sql`delete from contacts where id = ${mine!.id}`.execute(app.db);
+  await sql`delete from contacts where owner_id = ${aliceUser.id} and id = ${mine!.id}`.execute(app.db);
   const deleted = await page(alice, direct.next_token);
   t.strictSame([deleted.contacts, deleted.deleted], [[], [mine!.id]]);
 });
