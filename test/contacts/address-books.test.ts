@@ -13,6 +13,7 @@ import { emptyDatabase, TEST_JWT_SECRET } from '../helper.js';
 
 const MIGRATION = '033-address-books';
 const before = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < MIGRATION));
+const through = Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= MIGRATION));
 
 const db = await emptyDatabase(t);
 t.teardown(() => db.destroy());
@@ -86,7 +87,7 @@ t.test('fills the books of a populated database: counts, and positions in the or
   await db.insertInto('contacts').values(contactsOf(bob, 2)).execute();
   await db.updateTable('contacts').set({ first_name: 'Later' }).where('id', '=', ids[0]!).execute();
   await db.deleteFrom('contacts').where('id', '=', ids[1]!).execute();
-  t.same(await migrateToLatest(db, migrations), [MIGRATION]);
+  t.same(await migrateToLatest(db, through), [MIGRATION]);
 
   const { kept, counted } = await keptAndCounted();
   t.same(kept, counted);
