@@ -301,6 +301,17 @@ export function referencedUserGone(error: unknown): boolean {
   return namesConstraint(error, '23503', /_(user|owner)_id_fkey(_\d+)?$/);
 }
 
+/**
+ * Whether PostgreSQL aborted the transaction to break a deadlock (40P01) or a serialization
+ * conflict (40001): nothing of it was stored. Each write of an owner's contacts locks the owner's
+ * address book (migration 033) after the row, so a transaction that holds the book and then locks
+ * another of the owner's rows (a tool in psql writing several) can deadlock with the service.
+ */
+export function isTransactionConflict(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return code === '40P01' || code === '40001';
+}
+
 /** Whether `error` is PostgreSQL cancelling a statement (SQLSTATE 57014): statement_timeout ran out. */
 export function isStatementTimeout(error: unknown): boolean {
   return (error as { code?: unknown } | undefined)?.code === '57014';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { isDatabaseUnavailable, isStatementTimeout, referencedUserGone } from '../db.js';
+import { isDatabaseUnavailable, isStatementTimeout, isTransactionConflict, referencedUserGone } from '../db.js';
 import { HttpError, Unauthorized } from './errors.js';
 
 /** Seconds a client is asked to wait when the database is away (a restart takes a few). */
@@ -10,6 +10,8 @@ const DATABASE_RETRY_AFTER_S = 5;
 
 /** Seconds a client is asked to wait after its statement ran out of time (DB_STATEMENT_TIMEOUT_MS): the database is busy, or the request too costly. */
 const STATEMENT_TIMEOUT_RETRY_AFTER_S = 5;
+/** A write aborted to break a deadlock needs only the other transaction to end. */
+const CONFLICT_RETRY_AFTER_S = 1;
 
 /** Fastify's and its plugins' own client errors, reworded; anything else 4xx keeps its message. */
 const FRAMEWORK_ERRORS: Record<string, { status: number; detail: string }> = {
@@ -56,6 +58,13 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
       .code(503)
       .header('retry-after', STATEMENT_TIMEOUT_RETRY_AFTER_S)
       .send({ detail: 'Service unavailable: the request took too long in the database' });
+  }
+  if (isTransactionConflict(error)) {
+    request.log.warn({ err: error }, 'the database aborted a transaction to break a conflict');
+    return reply
+      .code(503)
+      .header('retry-after', CONFLICT_RETRY_AFTER_S)
+      .send({ detail: 'Service unavailable: the write met a concurrent one and was not applied; retry' });
   }
   request.log.error({ err: error }, 'unhandled error');
   return reply.code(500).send({ detail: 'Internal Server Error' });

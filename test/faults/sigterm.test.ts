@@ -30,7 +30,10 @@ const SIGNAL_RACE_MS = 50;
 
 interface Setup {
   service: Service;
+  /** The user whose creates the locker holds. */
   token: string;
+  /** Another user's, for the load. */
+  loadToken: string;
   /** A connection of the test's own, holding an open transaction. */
   locker: pg.Client;
   ownerId: number;
@@ -46,6 +49,9 @@ async function setUp(t: Test, name: string, env: Record<string, string> = {}): P
     serviceEnv(db.url, mailbox.url, await scratchDir(t), { LOG_LEVEL: 'info', DB_STATEMENT_TIMEOUT_MS: '120000', ...env }),
   );
   const token = await signUp(service.url, mailbox, name);
+  // The load is another user's: the held creates keep their owner's address book (migration 033),
+  // which every write of that owner waits for.
+  const loadToken = await signUp(service.url, mailbox, `${name}load`);
   const me = (await (await fetch(`${service.url}/api/users/me`, { headers: { authorization: `Bearer ${token}` } })).json()) as {
     id: number;
   };
@@ -54,7 +60,7 @@ async function setUp(t: Test, name: string, env: Record<string, string> = {}): P
   await locker.connect();
   t.teardown(() => locker.end().catch(() => undefined));
   await locker.query('begin');
-  return { service, token, locker, ownerId: me.id, databaseUrl: db.url };
+  return { service, token, loadToken, locker, ownerId: me.id, databaseUrl: db.url };
 }
 
 /** Inserts (uncommitted) contacts with these e-mails, so that creating them through the service blocks. */
@@ -88,7 +94,8 @@ function slowCreates(setup: Setup, emails: string[]): Promise<Outcome>[] {
 }
 
 /**
- * Resolves once the service's statements for all of `slow` wait for a lock; fails if one is
+ * Resolves once the service's statements for all of `slow` wait for a lock (the owner's address
+ * book, which the held creates keep: migration 033); fails if one is
  * answered first. Asks on a connection of its own: inside the locker's open transaction,
  * pg_stat_activity would keep showing the first snapshot it took.
  */
@@ -101,7 +108,7 @@ async function waitForBlocked(setup: Setup, slow: Promise<Outcome>[]): Promise<v
     for (let attempt = 0; attempt < 200; attempt++) {
       if (settled.length > 0) throw new Error(`a slow request was answered before it blocked: ${describe(settled)}`);
       const { rows } = await monitor.query<{ n: number }>(
-        `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'insert into "contacts"%'`,
+        `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%"address_books"%'`,
       );
       if (rows[0]!.n >= slow.length) return;
       await sleep(50);
@@ -133,7 +140,7 @@ t.test('SIGTERM with requests in flight: every one is answered, then exit 0', { 
   const setup = await setUp(t, 'termflight');
   const held = Array.from({ length: 5 }, (_, i) => `held-${i}@example.com`);
   await holdEmails(setup, held);
-  const load = startLoad({ baseUrl: setup.service.url, token: setup.token, clients: 8, tag: 'term' });
+  const load = startLoad({ baseUrl: setup.service.url, token: setup.loadToken, clients: 8, tag: 'term' });
   t.teardown(() => load.stop());
   await sleep(1_000);
   const slow = slowCreates(setup, held);
@@ -206,7 +213,7 @@ t.test('SIGTERM with a stuck request: exit non-zero at SHUTDOWN_TIMEOUT_MS', { s
   const setup = await setUp(t, 'termstuck', { SHUTDOWN_TIMEOUT_MS: String(deadlineMs) });
   // Never let through: the transaction stays open until teardown.
   await holdEmails(setup, ['stuck@example.com']);
-  const load = startLoad({ baseUrl: setup.service.url, token: setup.token, clients: 4, tag: 'stuck' });
+  const load = startLoad({ baseUrl: setup.service.url, token: setup.loadToken, clients: 4, tag: 'stuck' });
   t.teardown(() => load.stop());
   await sleep(500);
   const [stuck] = slowCreates(setup, ['stuck@example.com']);

@@ -274,6 +274,9 @@ t.test('one instance: concurrent writes (and SQL transactions) against two synci
 
 type Query = (text: string, params?: unknown[]) => Promise<any[]>;
 
+/** The 503 of a write PostgreSQL aborted to break a deadlock (plugins/http/error-handler.ts). */
+const CONFLICT = 'Service unavailable: the write met a concurrent one and was not applied; retry';
+
 /** Database sessions beside the service, each used by one writer at a time. */
 interface Sessions {
   /** Runs `work` on session `i`. */
@@ -409,8 +412,11 @@ async function syncRace(t: Test, options: SyncRaceOptions): Promise<void> {
       res = await endpoint.send('DELETE', `/api/contacts/${id}`, undefined, conditional);
       if (res.status === 200) live.delete(id);
     }
-    const expected = op === 'create' ? [201] : conditional ? [200, 404, 412] : [200, 404];
+    // 503: PostgreSQL broke a deadlock with a SQL writer holding the owner's book (see sqlWrite); nothing was applied.
+    const expected = [...(op === 'create' ? [201] : conditional ? [200, 404, 412] : [200, 404]), 503];
     if (!expected.includes(res.status)) problems.push(`${op} through ${endpoint.name}: ${res.status} ${JSON.stringify(res.body)}`);
+    if (res.status === 503 && res.body.detail !== CONFLICT)
+      problems.push(`${op} through ${endpoint.name}: 503 ${JSON.stringify(res.body)}`);
     if (res.status < 300 && op !== 'delete') {
       const tag = res.headers.etag!;
       // Every write makes a new state, and a state's tag never repeats for the contact. A PATCH
@@ -475,26 +481,40 @@ async function syncRace(t: Test, options: SyncRaceOptions): Promise<void> {
         for (const id of removed) live.delete(id);
       } catch (error) {
         await query('rollback').catch(() => undefined);
-        problems.push(`sql: ${(error as Error).message}`);
+        // Several rows written in one transaction hold the owner's book (migration 033) while the
+        // next row's lock may be the API's, which waits for the book: PostgreSQL aborts one side.
+        if ((error as { code?: string }).code === '40P01') count('sql deadlock, rolled back');
+        else problems.push(`sql: ${(error as Error).message}`);
       }
     });
     if (options.longHolds === false) await sleep(50 + random() * 100);
   }
 
-  /** An API write that waits on a row lock this session holds, so its transaction commits late. */
+  /**
+   * An API write that waits on a row lock this session holds, so its transaction commits late. The
+   * session writes nothing itself: a write would then wait for the owner's address book, which
+   * another writer holding it may be waiting to lock this row with. Waiting for the row, it can
+   * still be part of such a cycle (first in the row's queue), which PostgreSQL breaks.
+   */
   async function lockedWrite(session: number): Promise<void> {
     await sql.with(session, async (query) => {
       const id = someone();
       const n = ++serial;
       await query('begin');
-      await query('select id from contacts where id = $1 for update', [id]);
+      try {
+        await query('select id from contacts where owner_id = $1 and id = $2 for update', [userId, id]);
+      } catch (error) {
+        await query('rollback');
+        if ((error as { code?: string }).code === '40P01') count('locked write: deadlock, rolled back');
+        else problems.push(`locked write: ${(error as Error).message}`);
+        return;
+      }
       const endpoint = pick(endpoints);
       const pending = endpoint.send('PATCH', `/api/contacts/${id}`, { first_name: `Waited${n}` });
       await sleep(30 + random() * 250);
-      if (random() < 0.5) await query(`update contacts set additional_data = jsonb_build_object('held', $1::int) where id = $2`, [n, id]);
       await query('commit');
       const res = await pending;
-      if (![200, 404].includes(res.status))
+      if (![200, 404].includes(res.status) && !(res.status === 503 && res.body.detail === CONFLICT))
         problems.push(`locked patch through ${endpoint.name}: ${res.status} ${JSON.stringify(res.body)}`);
       count(`api patch behind a lock ${res.status}`);
     });
@@ -562,7 +582,8 @@ async function syncRace(t: Test, options: SyncRaceOptions): Promise<void> {
   }
   t.strictSame(problems, [], 'no write answered anything unexpected');
   const writes = Object.entries(counts).reduce((sum, [, n]) => sum + n, 0);
-  t.ok(writes > options.phases * 50, `a real load: ${writes} writes`);
+  // One owner's writes queue on its address book (migration 033), behind SQL transactions held for up to 1.6 s.
+  t.ok(writes > options.phases * 25, `a real load: ${writes} writes`);
   t.comment(
     `sync race over ${endpoints.map((e) => e.name).join(' + ')}: ${options.phases} phases of ${options.phaseMs} ms, ${writes} writes ` +
       `${JSON.stringify(counts)}; sync pages ${replicas.map((r) => `${r.name} ${r.pages}`).join(', ')}; rounds ` +
