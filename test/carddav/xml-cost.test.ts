@@ -20,11 +20,11 @@ const crowded = (count: number) => `<D:x xmlns:D="DAV:" ${attributes(count)}/>`;
 /** A REPORT of `count` attributes, 63 to an element: parsed whole, then refused for its root. */
 const spread = (count: number) => `<D:x xmlns:D="DAV:">${`<D:y ${attributes(63)}/>`.repeat(count / 63)}</D:x>`;
 
-/** The least CPU time (user and system, µs) of three REPORTs of `body`, with its answer. */
+/** The least CPU time (user and system, µs) of five REPORTs of `body`, with its answer: the least is the one a collection or a neighbour disturbed least. */
 async function cpuOf(body: string): Promise<{ micros: number; status: number; detail: string }> {
   let micros = Infinity;
   let answer = { status: 0, detail: '' };
-  for (let run = 0; run < 3; run++) {
+  for (let run = 0; run < 5; run++) {
     const before = process.cpuUsage();
     const res = await call('REPORT', book, body);
     const used = process.cpuUsage(before);
@@ -34,7 +34,7 @@ async function cpuOf(body: string): Promise<{ micros: number; status: number; de
   return { micros, status: answer.status, detail: answer.detail };
 }
 
-t.test('8× the attributes costs less than 12× the CPU time, on one element and spread over many', async (t) => {
+t.test('8× the attributes costs less than 16× the CPU time (quadratic: 64×), on one element and spread over many', async (t) => {
   await cpuOf(spread(63 * 40)); // warms up the parser and the route
   for (const [shape, make, one, status, detail] of [
     ['one element', crowded, 12_000, 413, 'An XML element holds more than 64 attributes'],
@@ -45,7 +45,7 @@ t.test('8× the attributes costs less than 12× the CPU time, on one element and
     t.equal(large.status, status, `${shape}: status`);
     t.equal(large.detail, detail, `${shape}: detail`);
     t.ok(
-      large.micros < 12 * Math.max(small.micros, 1_000),
+      large.micros < 16 * Math.max(small.micros, 1_000),
       `${shape}: ${one * 8} attributes took ${large.micros} µs, ${one} took ${small.micros} µs`,
     );
   }
