@@ -65,6 +65,7 @@ declare module 'fastify' {
     authenticate: (request: FastifyRequest) => Promise<void>;
   }
   interface FastifyRequest {
+    /** The signed-in user: by access token on /api and /dav, by app password on /dav; null before sign-in. */
     userId: number | null;
     /** The request's bearer access token, verified once however often it is asked for; null when absent or invalid. */
     accessClaims(): TokenClaims | null;

@@ -35,6 +35,30 @@ export const LOCK_WAITERS_SQL =
   backend === 'citus'
     ? 'select count(distinct waiting_gpid)::int as n from citus_lock_waits'
     : "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'";
+/**
+ * A session of its own on the app's database, to hold row locks as a hand-written transaction
+ * would, and a count of the sessions waiting for a lock (LOCK_WAITERS_SQL, on a second session).
+ */
+export async function lockingSession(
+  t: Teardown,
+  databaseUrl: string,
+): Promise<{ session: pg.Client; lockWaiters: () => Promise<number> }> {
+  const session = new pg.Client({ connectionString: databaseUrl });
+  const watcher = new pg.Client({ connectionString: databaseUrl });
+  await Promise.all([session.connect(), watcher.connect()]);
+  t.teardown(() => Promise.all([session.end(), watcher.end()]));
+  return { session, lockWaiters: async () => (await watcher.query<{ n: number }>(LOCK_WAITERS_SQL)).rows[0]!.n };
+}
+
+/** Resolves once `check` does, asking every 20 ms; throws after 10 s, naming `what`. */
+export async function until(check: () => Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
 /** Why a test that needs the Citus cluster is skipped on this backend, or false on citus. */
 export const onlyOnCitus = backend !== 'citus' && 'needs a Citus cluster: npm test -- --backend citus';
 

@@ -40,7 +40,7 @@ const tapBin = fileURLToPath(new URL('../node_modules/tap/dist/esm/run.mjs', imp
 
 /** What the citus pass runs: what a sharded deployment must keep, in a few minutes. */
 const CITUS_FILES = [
-  ...['crud', 'sync', 'list', 'filter-property', 'large-owners', 'quota', 'address-books', 'transfer', 'conditional', 'write-conflict'].map(
+  ...['crud', 'sync', 'list', 'filter-property', 'large-owners', 'quota', 'address-books', 'transfer', 'conditional'].map(
     (f) => `test/contacts/${f}.test.ts`,
   ),
   ...['cards', 'reports', 'races', 'auth', 'card-quota', 'real-clients'].map((f) => `test/carddav/${f}.test.ts`),

@@ -30,6 +30,30 @@ export function hasFrameworkAnswer(code: string): boolean {
   return code in FRAMEWORK_ERRORS;
 }
 
+/**
+ * The answer to a database failure the client can retry, or null for any other error: the same on
+ * both faces (this handler's `{detail}`, CardDAV's `D:error`).
+ */
+export function databaseFailure(error: unknown, request: FastifyRequest): HttpError | null {
+  if (isDatabaseUnavailable(error)) {
+    request.server.databaseOutage.failed(error);
+    return new HttpError(503, 'Service unavailable: the database is not reachable', { 'Retry-After': DATABASE_RETRY_AFTER_S });
+  }
+  if (isStatementTimeout(error)) {
+    request.log.warn({ err: error }, 'a statement ran past statement_timeout and was cancelled');
+    return new HttpError(503, 'Service unavailable: the request took too long in the database', {
+      'Retry-After': STATEMENT_TIMEOUT_RETRY_AFTER_S,
+    });
+  }
+  if (isTransactionConflict(error)) {
+    request.log.warn({ err: error }, 'the database aborted a transaction to break a conflict');
+    return new HttpError(503, 'Service unavailable: the write met a concurrent one and was not applied; retry', {
+      'Retry-After': CONFLICT_RETRY_AFTER_S,
+    });
+  }
+  return null;
+}
+
 /** The one place errors become `{detail}` bodies. 5xx details never carry internals. */
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   if (error instanceof HttpError) {
@@ -40,32 +64,13 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
   if (known) return reply.code(known.status).send({ detail: known.detail });
   const status = error.statusCode ?? 500;
   if (status >= 400 && status < 500) return reply.code(status).send({ detail: error.message });
-  if (isDatabaseUnavailable(error)) {
-    request.server.databaseOutage.failed(error);
-    return reply
-      .code(503)
-      .header('retry-after', DATABASE_RETRY_AFTER_S)
-      .send({ detail: 'Service unavailable: the database is not reachable' });
-  }
   // Its token was checked before the account was deleted: the user is gone, as any later request learns.
   if (referencedUserGone(error)) {
     const gone = new Unauthorized();
     return reply.code(gone.statusCode).headers(gone.headers).send({ detail: gone.message });
   }
-  if (isStatementTimeout(error)) {
-    request.log.warn({ err: error }, 'a statement ran past statement_timeout and was cancelled');
-    return reply
-      .code(503)
-      .header('retry-after', STATEMENT_TIMEOUT_RETRY_AFTER_S)
-      .send({ detail: 'Service unavailable: the request took too long in the database' });
-  }
-  if (isTransactionConflict(error)) {
-    request.log.warn({ err: error }, 'the database aborted a transaction to break a conflict');
-    return reply
-      .code(503)
-      .header('retry-after', CONFLICT_RETRY_AFTER_S)
-      .send({ detail: 'Service unavailable: the write met a concurrent one and was not applied; retry' });
-  }
+  const failure = databaseFailure(error, request);
+  if (failure) return reply.code(failure.statusCode).headers(failure.headers).send({ detail: failure.message });
   request.log.error({ err: error }, 'unhandled error');
   return reply.code(500).send({ detail: 'Internal Server Error' });
 }

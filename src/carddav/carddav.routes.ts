@@ -81,13 +81,6 @@ import {
  * contacts service (src/contacts/cards.service.ts), so REST and DAV share tags, caches and sync.
  */
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** The user a /dav request signed in as. */
-    davUserId: number | null;
-  }
-}
-
 /**
  * Methods Fastify 5 routes only once told of them: every one Node's HTTP parser reads (so that one
  * the face does not serve is 405 or 404 like the others), but CONNECT, which never reaches routes.
@@ -227,7 +220,6 @@ async function wellKnown(app: FastifyInstance): Promise<void> {
 }
 
 async function dav(app: FastifyInstance): Promise<void> {
-  app.decorateRequest('davUserId', null);
   app.setErrorHandler(davErrorHandler);
   app.setNotFoundHandler((_request, reply) => sendDavError(reply, new DavError(404, 'Not Found')));
   acceptAnyBody(app);
@@ -238,7 +230,8 @@ async function dav(app: FastifyInstance): Promise<void> {
     app.refuseWhileSignInsFull(request, reply);
     const userId = await signedInUser(app, request);
     if (userId === null) return refuseSignIn(app, request, reply);
-    request.davUserId = userId;
+    // The signed-in user, as on /api: the request's database connections count in their share (plugins/db.ts).
+    request.userId = userId;
   });
 
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
@@ -253,7 +246,7 @@ async function dav(app: FastifyInstance): Promise<void> {
         .header('Allow', ALLOWED[kind ?? 'other'].join(', '))
         .send();
     }
-    const userId = request.davUserId!;
+    const userId = request.userId!;
     if (request.method === 'PUT') checkCardType(request);
     const resource = segments && resolve(segments, userId);
     // RFC 4918 §9.3.1: no collection can be created at an unmapped URL of the caller's own space

@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError } from '../../plugins/http/errors.js';
-import { isDatabaseUnavailable, referencedUserGone } from '../../plugins/db.js';
+import { referencedUserGone } from '../../plugins/db.js';
+import { databaseFailure } from '../../plugins/http/error-handler.js';
 import { DAV, type PropertyName, qualified, xmlDocument, type XmlNode, xmlText } from './xml.js';
 
 /** A precondition or postcondition element of a `D:error` body (RFC 4918 §16), optionally holding hrefs or other content. */
@@ -32,7 +33,6 @@ export function shortened(value: string): string {
   const chars = [...value];
   return chars.length > QUOTED_MAX_CHARS ? `${chars.slice(0, QUOTED_MAX_CHARS).join('')}…` : value;
 }
-const DATABASE_RETRY_AFTER_S = 5;
 
 /** A `D:error` body holding the condition element (if any) and an `X:detail` with the sentence. */
 export function errorBody(detail: string, condition?: Condition): string {
@@ -87,17 +87,12 @@ export function davErrorHandler(error: FastifyError | Error, request: FastifyReq
   if (known) return sendDavError(reply, new DavError(known.status, known.detail));
   const status = (error as FastifyError).statusCode ?? 500;
   if (status >= 400 && status < 500) return sendDavError(reply, new DavError(status, error.message));
-  if (isDatabaseUnavailable(error)) {
-    request.server.databaseOutage.failed(error);
-    return sendDavError(
-      reply,
-      new DavError(503, 'Service unavailable: the database is not reachable', undefined, { 'Retry-After': DATABASE_RETRY_AFTER_S }),
-    );
-  }
   // Signed in before the account was deleted: the user is gone, as any later request learns.
   if (referencedUserGone(error)) {
     return sendDavError(reply, new DavError(401, 'Not authenticated', undefined, { 'WWW-Authenticate': BASIC_CHALLENGE }));
   }
+  const failure = databaseFailure(error, request);
+  if (failure) return sendDavError(reply, new DavError(failure.statusCode, failure.message, undefined, failure.headers));
   request.log.error({ err: error }, 'unhandled error');
   return sendDavError(reply, new DavError(500, 'Internal Server Error'));
 }
