@@ -9,7 +9,7 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { migrateToLatest } from '../../plugins/migrate.js';
 import { migrations } from '../../src/db/migrations/index.js';
-import { backend, freePort, smtpCapture, testEnv } from '../helper.js';
+import { backend, freePort, freshPostgresDatabase, smtpCapture, testEnv } from '../helper.js';
 
 const onlyOnPostgres = { skip: backend !== 'postgres' && 'two processes cannot share one embedded database' };
 
@@ -247,9 +247,8 @@ async function runAcrossInstances(t: Test): Promise<void> {
 }
 
 t.test('concurrent migrations of one empty database serialise on the migrator lock', onlyOnPostgres, async (t) => {
-  const env = await testEnv(t);
-  const open = () =>
-    new Kysely<unknown>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: env.DATABASE_URL, max: 2 }) }) });
+  const url = await freshPostgresDatabase(t);
+  const open = () => new Kysely<unknown>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 2 }) }) });
   const first = open();
   const second = open();
   t.teardown(async () => {
