@@ -61,11 +61,11 @@ export function retryAfterSeconds(waiting: number, meanRunMs: number, threads: n
 
 /**
  * The worker beside this file, and how a thread loads it. Compiled, it is `password-worker.js` and
- * the threads need nothing. Run from TypeScript (tsx, tap), it is `password-worker.ts`, loaded
- * through tsx's require hook (piscina's worker requires the file). Node 22 would install the loader
- * a thread inherits through `execArgv` too, but tap's is slow to start in each thread: two threads
- * took 11 s on Node 26 and 22 s on Node 22 to answer their first hash under tap's loader, 0.6 s and
- * 2 s with the hook, and the password tests timed out.
+ * the threads need nothing. Run from TypeScript (tsx: development and the tests), it is
+ * `password-worker.ts`, loaded through tsx's require hook (piscina's worker requires the file). Node
+ * 22 would install the ESM loader a thread inherits through `execArgv` too, but a loader is slow to
+ * start in each thread: under the one tap once used, two threads took 11 s on Node 26 and 22 s on
+ * Node 22 to answer their first hash, 0.6 s and 2 s with the hook.
  */
 function worker(): { filename: string; execArgv: string[] } {
   const self = fileURLToPath(import.meta.url);
