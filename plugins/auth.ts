@@ -1,9 +1,9 @@
 import fastifyJwt from '@fastify/jwt';
 import type { FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { LRUCache } from 'lru-cache';
 import { v7 as uuidV7 } from 'uuid';
 import { Unauthorized } from './http/errors.js';
+import { lru } from './lru.js';
 
 export type TokenType = 'access' | 'refresh' | 'verify' | 'reset';
 
@@ -83,7 +83,7 @@ const REMEMBERED_USERS = 100_000;
  * invalidation is not kept.
  */
 function cutOffMemory(load: CutOffLoader) {
-  const remembered = new LRUCache<number, { cutOff: number | null }>({ max: REMEMBERED_USERS, ttl: CUT_OFF_TTL_MS });
+  const remembered = lru<number, { cutOff: number | null }>(REMEMBERED_USERS, CUT_OFF_TTL_MS);
   let trusted = false;
   let invalidations = 0;
   return {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import fp from 'fastify-plugin';
-import { LRUCache } from 'lru-cache';
 import { outageLog } from './outage-log.js';
+import { lru } from './lru.js';
 
 /** The mails anyone can have sent to an address of an account, each with an allowance of its own. */
 export type AccountMail = 'verification' | 'reset';
@@ -45,7 +45,7 @@ export default fp(
       { down: 'mail limit store unavailable; counting in this process', up: 'mail limit store reachable again' },
       1_000,
     );
-    const local = new LRUCache<string, { count: number; endsAt: number }>({ max: FALLBACK_ADDRESSES });
+    const local = lru<string, { count: number; endsAt: number }>(FALLBACK_ADDRESSES);
 
     function countHere(key: string): number {
       const now = Date.now();

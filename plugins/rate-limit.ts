@@ -2,10 +2,10 @@ import { isIP } from 'node:net';
 import fastifyRateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { LRUCache } from 'lru-cache';
 import { TooManyRequests } from './http/errors.js';
 import { outageLog } from './outage-log.js';
 import { userTag } from './redis.js';
+import { lru } from './lru.js';
 
 interface Bucket {
   /** The limit's short name, as `contacts_rate_limited_total{limit}` shows it. */
@@ -58,7 +58,7 @@ interface Count {
  * limit on its own, so N instances allow N times it, but nobody is unlimited.
  */
 function fallbackCounter(now: () => number = Date.now): { count: (bucket: Bucket) => Count; forget: (key: string) => void } {
-  const windows = new LRUCache<string, { count: number; endsAt: number }>({ max: FALLBACK_BUCKETS });
+  const windows = lru<string, { count: number; endsAt: number }>(FALLBACK_BUCKETS);
   const count = ({ key, max }: Bucket): Count => {
     const at = now();
     let window = windows.get(key);
@@ -257,7 +257,7 @@ export default fp(
 
     // Where an address's anonymous bucket was full, until its window ends: known without asking
     // the store, so this instance looks up at most one sign-in per full window and address.
-    const signInsFullUntil = new LRUCache<string, { max: number; endsAt: number }>({ max: FALLBACK_BUCKETS });
+    const signInsFullUntil = lru<string, { max: number; endsAt: number }>(FALLBACK_BUCKETS);
     app.decorate('countFailedSignIn', async (request: FastifyRequest, reply: FastifyReply) => {
       const bucket = anonymous(request);
       try {

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
-import { LRUCache } from 'lru-cache';
 import { HttpError } from './http/errors.js';
 import { outageLog } from './outage-log.js';
+import { lru } from './lru.js';
 
 /** 429 for one more guess at an account that has had too many wrong passwords (docs/limits.md, "Sign-in"). */
 export class SignInThrottled extends HttpError {
@@ -69,7 +69,7 @@ export default fp(
       { down: 'sign-in failure store unavailable; counting in this process', up: 'sign-in failure store reachable again' },
       1_000,
     );
-    const local = new LRUCache<string, { addresses: Map<string, number>; total: number; endsAt: number }>({ max: FALLBACK_ACCOUNTS });
+    const local = lru<string, { addresses: Map<string, number>; total: number; endsAt: number }>(FALLBACK_ACCOUNTS);
 
     const keyOf = (account: string) => `${redisKeyPrefix}sign-in:${account}`;
 
