@@ -15,9 +15,9 @@
  * Given test files, the citus pass runs those of them that are in its list (all of them with
  * `--backend citus`).
  *
- * TEST_SKIP_PROCESS_FAULTS=1 leaves out test/faults/ and test/scale/ (failover, restore drill, Redis
- * Cluster, read replicas, SIGTERM, restarts: processes started and killed), which .ci/run runs once,
- * on the target Node, and not again on the floor Node.
+ * TEST_NODE_FLOOR=1 runs NODE_FLOOR_FILES alone (when no files are given): .ci/run's second pass,
+ * on the oldest Node that package.json's engines allows, which the whole suite has just run on the
+ * target Node.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -51,7 +51,25 @@ const CITUS_FILES = [
     .sort()
     .map((f) => `test/citus/${f}`),
 ];
-const PROCESS_FAULT_FOLDERS = ['test/faults', 'test/scale'];
+/**
+ * What the floor Node runs: the service as production runs it (the real server, every face, worker
+ * threads, streams, sockets, crypto, image work, the SDK), a few minutes of the suite. The rest is
+ * the same code again, and tools that run once on the target Node (codegen, contract diff, the
+ * process-level fault and scale suites, Prometheus and nginx).
+ */
+const NODE_FLOOR_FILES = [
+  'test/server.test.ts',
+  ...['flow', 'tokens'].map((f) => `test/auth/${f}.test.ts`),
+  ...['passwords', 'worker-pool', 'http', 'rate-limit'].map((f) => `test/plugins/${f}.test.ts`),
+  ...['crud', 'list', 'sync', 'transfer', 'database-time', 'formats/vcard', 'formats/csv'].map((f) => `test/contacts/${f}.test.ts`),
+  ...['cards', 'reports', 'streaming'].map((f) => `test/carddav/${f}.test.ts`),
+  'test/avatars/avatars.test.ts',
+  'test/users/account.test.ts',
+  'test/idempotency/idempotency.test.ts',
+  'test/health/health.test.ts',
+  'test/pages/pages.test.ts',
+  'test/sdk/sync.test.ts',
+];
 
 let only: string | undefined;
 const tapArgs: string[] = [];
@@ -146,8 +164,7 @@ async function runTap(
   mkdirSync(`${root}.tap`, { recursive: true });
   rmSync(out, { force: true });
   const args = tee ? ['--reporter=tap'] : [...(userReporter ? [] : ['--reporter=base']), `--output-file=${out}`];
-  const skipFaults = process.env.TEST_SKIP_PROCESS_FAULTS === '1' ? PROCESS_FAULT_FOLDERS.map((f) => `--exclude=${f}/**`) : [];
-  const child = spawn(process.execPath, [tapBin, ...args, ...skipFaults, ...extraArgs, ...tapOptions, ...files], {
+  const child = spawn(process.execPath, [tapBin, ...args, ...extraArgs, ...tapOptions, ...files], {
     cwd: root,
     env: { ...envFor(backend), ...extraEnv },
     stdio: ['inherit', tee ? 'pipe' : 'inherit', 'inherit'],
@@ -242,7 +259,8 @@ async function migratedCitusTemplate(nodes: string[]): Promise<void> {
 }
 
 async function runBackend(backend: Backend): Promise<{ tap: string; code: number | string } | { skipped: string } | null> {
-  if (backend !== 'citus') return runTap(backend, userFiles);
+  if (backend !== 'citus')
+    return runTap(backend, userFiles.length === 0 && process.env.TEST_NODE_FLOOR === '1' ? NODE_FLOOR_FILES : userFiles);
   const files =
     only === 'citus' && userFiles.length > 0
       ? userFiles
