@@ -281,7 +281,7 @@ async function runBackend(backend: Backend): Promise<{ tap: string; code: number
   try {
     await migratedCitusTemplate(cluster.nodes);
     // Each test file's database is a copy of the template on every node; under load a file that
-    // builds a dozen apps (test/auth/login.test.ts) can still need more than .taprc's 120 s.
+    // builds a dozen apps (test/auth/login.test.ts) can still need more than .taprc's 300 s.
     const env = { TEST_CITUS_NODES: cluster.nodes.join(','), TEST_CITUS_TEMPLATE: CITUS_TEMPLATE };
     return await runTap(backend, files, env, ['--timeout=600']);
   } finally {
