@@ -83,6 +83,8 @@ async function insertRoutes(app: FastifyInstance, pool: pg.Pool, create: Map<str
   await pool.query(`drop table if exists ${CEILING_TABLE}`);
   await pool.query(`create table ${CEILING_TABLE} (like contacts including defaults including generated including identity)`);
   await pool.query(`alter table ${CEILING_TABLE} add primary key (id)`);
+  // contacts' trigger numbers each change in its owner's book (migration 033); the copy has no trigger.
+  await pool.query(`alter table ${CEILING_TABLE} alter column change_position set default 0`);
   await pool.query(`create unique index on ${CEILING_TABLE} (owner_id, lower(email))`);
   const headers = create ? [...create.values()][0]!.headers : {};
   const columns = WRITTEN.join(', ');

@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database.js';
@@ -105,9 +106,12 @@ export default fp(
         // The next trigger tries again; a failure costs only the speed of that owner's short searches.
         .catch((error: unknown) => app.log.warn({ err: error }, 'large owner promotion failed; it is retried at the next check'));
     };
+    // A promotion is the instance's work, not the request's that asked for it: it runs in this
+    // plugin's async context, outside that user's database share (plugins/db-share.ts).
+    const detached = AsyncResource.bind((work: () => void) => work());
     app.decorate('largeOwners', {
       check(ownerId: number) {
-        if (!closing) enqueue(() => ownersToPromote(app.db, threshold, ownerId));
+        if (!closing) detached(() => enqueue(() => ownersToPromote(app.db, threshold, ownerId)));
       },
       settled: () => queue,
     });
