@@ -3,7 +3,8 @@
  * as the same user's /api requests do: DB_USER_CONNECTIONS of them use connections, DB_USER_WAITING
  * more wait, and the rest are 429 `D:error` at once, while another user is served. The requests are
  * held in the database by a real row lock on the user's address book, so nothing depends on speed.
- * The embedded database has one session: no other transaction can hold a lock there.
+ * A write that waits for such a lock past DB_STATEMENT_TIMEOUT_MS is 503, as on /api. The embedded
+ * database has one session: no other transaction can hold a lock there.
  */
 import t from 'tap';
 import { errorBody, XML_TYPE } from '../../src/carddav/errors.js';
@@ -58,4 +59,24 @@ t.test("past the user's share a CardDAV request is 429 at once; another user is 
     [201, 201, 201],
     'the two in the database and the one waiting for a place are written once the book is free',
   );
+});
+
+t.test('a CardDAV write past DB_STATEMENT_TIMEOUT_MS is 503 Retry-After 5 and writes nothing', { skip }, async (t) => {
+  const app = await buildContactsApp(t, { env: { DB_STATEMENT_TIMEOUT_MS: '200' } });
+  const user = await davUser(app);
+  const call = davAs(app, user);
+  const book = `/dav/addressbooks/${user.id}/contacts/`;
+  t.equal((await call('PUT', `${book}first.vcf`, card('first', 'First'), VCARD)).statusCode, 201);
+  const { session } = await lockingSession(t, app.config.databaseUrl!);
+
+  // The PUT waits for the book's row, which this session holds, past the bound: PostgreSQL cancels it.
+  await session.query('begin');
+  await session.query('select 1 from address_books where owner_id = $1 for update', [user.id]);
+  const res = await call('PUT', `${book}late.vcf`, card('late', 'Late'), VCARD);
+  await session.query('commit');
+  t.equal(res.statusCode, 503);
+  t.equal(res.headers['retry-after'], '5');
+  t.equal(res.headers['content-type'], XML_TYPE);
+  t.equal(res.body, errorBody('Service unavailable: the request took too long in the database'));
+  t.equal((await call('GET', `${book}late.vcf`)).statusCode, 404, 'nothing was written');
 });
